@@ -1,0 +1,3 @@
+from codewell.cli.main import main
+
+main()

@@ -1,0 +1,60 @@
+"""Shared CLI plumbing: building the runtime from flags and turning service errors into one clear line."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
+
+import click
+
+from codewell.core.errors import CodewellError
+from codewell.core.settings import Settings
+from codewell.runtime import Runtime
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def fail(message: str, hint: str | None = None, code: int = 1) -> None:
+    click.echo(f"error: {message}", err=True)
+    if hint:
+        click.echo(f"hint: {hint}", err=True)
+    sys.exit(code)
+
+
+def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
+    """Report CodewellErrors as `error: ...` / `hint: ...` on stderr with exit code 1, never a traceback."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except CodewellError as exc:
+            fail(exc.message, exc.hint)
+            raise AssertionError("unreachable") from None
+
+    return wrapper
+
+
+def settings_from_context(ctx: click.Context, **overrides: Any) -> Settings:
+    root = ctx.find_root().params
+    merged = {"data_dir": root.get("data_dir"), "database_url": root.get("database_url"), **overrides}
+    return Settings.from_env(**merged)
+
+
+def open_runtime(ctx: click.Context, *, migrate: bool = False, **overrides: Any) -> Runtime:
+    """Open the runtime for a command; with migrate=True apply pending migrations, else require none."""
+    runtime = Runtime.open(settings_from_context(ctx, **overrides))
+    runtime.db.check_connection()
+    state = runtime.db.migration_state()
+    if state.pending:
+        if not migrate:
+            raise CodewellError(
+                "the database schema is not current (migrations are pending)",
+                hint="run `codewell db upgrade` first",
+            )
+        runtime.db.upgrade()
+    ctx.call_on_close(runtime.close)
+    return runtime

@@ -1,0 +1,148 @@
+"""`codewell` entry point and the foundation's commands: serve, db, config."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from codewell import __version__
+from codewell.cli.bootstrap import run_bootstrap
+from codewell.cli.common import fail, handle_errors, open_runtime, settings_from_context
+from codewell.config.store import parse_site_config
+from codewell.core.errors import CodewellError
+from codewell.core.logging import configure_logging
+from codewell.core.settings import SETTING_SPECS
+from codewell.db import Database
+from codewell.runtime import ensure_data_dir
+
+_ENV_HELP = "\n".join(f"  {s.env:24} {s.help}" for s in SETTING_SPECS)
+
+
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
+    epilog="Environment variables:\n\n\b\n" + _ENV_HELP,
+)
+@click.version_option(__version__, prog_name="codewell")
+@click.option("--data-dir", type=click.Path(file_okay=False), help="Data directory [CODEWELL_DATA_DIR].")
+@click.option("--database-url", help="Database URL [CODEWELL_DATABASE_URL].")
+def cli(data_dir: str | None, database_url: str | None) -> None:
+    """codewell: code search, navigation, history and an MCP tool server over your git repositories."""
+
+
+@cli.command()
+@click.option("--host", help="Listen address [CODEWELL_HOST, default 127.0.0.1].")
+@click.option("--port", type=int, help="Listen port [CODEWELL_PORT, default 7080].")
+@click.option("--log-format", type=click.Choice(["text", "json"]), help="Log format [CODEWELL_LOG_FORMAT].")
+@click.option("--demo/--no-demo", default=False, help="Register demo repositories on first run.")
+@click.option(
+    "--migrate/--no-migrate",
+    default=True,
+    show_default=True,
+    help="Apply pending database migrations before serving.",
+)
+@click.pass_context
+@handle_errors
+def serve(
+    ctx: click.Context, host: str | None, port: int | None, log_format: str | None, demo: bool, migrate: bool
+) -> None:
+    """Initialise the data dir and database if needed, then serve HTTP."""
+    import uvicorn
+
+    from codewell.web.app import create_app
+
+    settings = settings_from_context(ctx, host=host, port=port, log_format=log_format)
+    configure_logging(settings.log_format, settings.log_level)
+    runtime = open_runtime(ctx, migrate=migrate, host=host, port=port, log_format=log_format)
+    for line in run_bootstrap(runtime, demo):
+        click.echo(line)
+    click.echo(f"codewell {__version__} serving on {runtime.external_url} (data: {settings.data_dir})")
+    app = create_app(runtime)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, timeout_graceful_shutdown=10)
+
+
+@cli.group()
+def db() -> None:
+    """Database schema commands."""
+
+
+@db.command("upgrade")
+@click.pass_context
+@handle_errors
+def db_upgrade(ctx: click.Context) -> None:
+    """Apply pending migrations."""
+    settings = settings_from_context(ctx)
+    ensure_data_dir(settings.data_dir)
+    database = Database(settings.database_url)
+    database.check_connection()
+    before = database.migration_state()
+    database.upgrade()
+    after = database.migration_state()
+    if before.current == after.current:
+        click.echo("database schema is already current")
+    else:
+        click.echo(f"database schema upgraded to {', '.join(sorted(after.current))}")
+
+
+@db.command("status")
+@click.pass_context
+@handle_errors
+def db_status(ctx: click.Context) -> None:
+    """Show applied and pending migrations; exit 3 when migrations are pending."""
+    settings = settings_from_context(ctx)
+    database = Database(settings.database_url)
+    database.check_connection()
+    state = database.migration_state()
+    click.echo(f"applied: {', '.join(sorted(state.current)) or '(none)'}")
+    click.echo(f"latest:  {', '.join(sorted(state.heads))}")
+    if state.pending:
+        click.echo("migrations are pending: run `codewell db upgrade`")
+        sys.exit(3)
+
+
+@cli.group()
+def config() -> None:
+    """Site configuration commands."""
+
+
+@config.command("validate")
+@click.argument("path", required=False, type=click.Path(dir_okay=False))
+@click.pass_context
+def config_validate(ctx: click.Context, path: str | None) -> None:
+    """Validate a site config file (default: the configured one); exit 1 with the problems when invalid."""
+    try:
+        target = Path(path) if path else settings_from_context(ctx).site_config_path
+        text = target.read_text(encoding="utf-8")
+        parse_site_config(text, str(target))
+    except OSError as exc:
+        fail(f"cannot read {target}: {exc.strerror}")
+    except CodewellError as exc:
+        fail(exc.message, exc.hint)
+    click.echo(f"{target}: valid")
+
+
+@config.command("show")
+@click.pass_context
+@handle_errors
+def config_show(ctx: click.Context) -> None:
+    """Print the effective site config, defaults included."""
+    from codewell.config.store import SiteConfigStore, dump_site_config
+
+    settings = settings_from_context(ctx)
+    store = SiteConfigStore.open(settings.site_config_path, create=False)
+    click.echo(dump_site_config(store.current))
+
+
+def register_capability_commands(group: click.Group) -> None:
+    """Each capability's command group, in one readable list."""
+    commands: list[click.Command] = []
+    for command in commands:
+        group.add_command(command)
+
+
+register_capability_commands(cli)
+
+
+def main() -> None:
+    cli(prog_name="codewell")

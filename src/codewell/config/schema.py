@@ -1,0 +1,90 @@
+"""The site configuration schema. Keys are the flat, dotted option names of the spec (`mcp.enabled`).
+
+Every option is documented in docs/configuration.md; tests/unit/config/test_docs.py checks that.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+PROVIDER_TYPES = (
+    "builtin",
+    "saml",
+    "github",
+    "gitlab",
+    "bitbucketcloud",
+    "bitbucketserver",
+    "gerrit",
+    "openidconnect",
+    "http-header",
+)
+# The spec's neutral names for the code host providers.
+PROVIDER_TYPE_ALIASES = {
+    "codehost_a": "github",
+    "codehost_b": "gitlab",
+    "codehost_c_cloud": "bitbucketcloud",
+    "codehost_c_server": "bitbucketserver",
+    "codehost_d": "gerrit",
+}
+
+
+class AccessTokensConfig(Strict):
+    allow: Literal["all-users-create", "site-admin-create", "none"] = "all-users-create"
+    allow_no_expiration: bool = Field(True, alias="allowNoExpiration")
+    default_expiration_days: int = Field(90, alias="defaultExpirationDays", ge=1, le=3650)
+    expiration_option_days: list[int] = Field(default_factory=lambda: [7, 14, 30, 60, 90], alias="expirationOptionDays")
+
+
+class LockoutConfig(Strict):
+    consecutive_period: int = Field(3600, alias="consecutivePeriod", ge=1)
+    failed_attempt_threshold: int = Field(5, alias="failedAttemptThreshold", ge=1)
+    lockout_period: int = Field(1800, alias="lockoutPeriod", ge=1)
+
+
+def _default_providers() -> list[dict[str, Any]]:
+    return [{"type": "builtin", "allowSignup": True}]
+
+
+class SiteConfig(Strict):
+    """The whole site configuration; every field has a default so an empty file `{}` is valid."""
+
+    external_url: str | None = Field(None, alias="externalURL")
+    auth_providers: list[dict[str, Any]] = Field(default_factory=_default_providers, alias="auth.providers")
+    auth_access_tokens: AccessTokensConfig = Field(default_factory=AccessTokensConfig, alias="auth.accessTokens")
+    auth_idp_dynamic_client_registration_enabled: bool = Field(True, alias="auth.idpDynamicClientRegistrationEnabled")
+    auth_min_password_length: int = Field(12, alias="auth.minPasswordLength", ge=1, le=256)
+    auth_lockout: LockoutConfig = Field(default_factory=LockoutConfig, alias="auth.lockout")
+    auth_password_reset_link_expiry: int = Field(14400, alias="auth.passwordResetLinkExpiry", ge=60)
+    mcp_enabled: bool = Field(True, alias="mcp.enabled")
+    mcp_tools_disabled: list[str] = Field(default_factory=list, alias="mcp.tools.disabled")
+
+    @field_validator("external_url")
+    @classmethod
+    def _check_external_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an absolute http:// or https:// URL, e.g. https://code.example.com")
+        return value.rstrip("/")
+
+    @field_validator("auth_providers")
+    @classmethod
+    def _check_providers(cls, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        known = (*PROVIDER_TYPES, *PROVIDER_TYPE_ALIASES)
+        for index, provider in enumerate(value):
+            kind = provider.get("type")
+            if kind not in known:
+                raise ValueError(f"[{index}].type must be one of {', '.join(PROVIDER_TYPES)} (got {kind!r})")
+        return value
+
+    @property
+    def mcp_dynamic_client_registration_enabled(self) -> bool:
+        # Dynamic client registration only exists for the MCP server; off when the server is off.
+        return self.auth_idp_dynamic_client_registration_enabled and self.mcp_enabled

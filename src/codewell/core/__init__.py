@@ -1,0 +1,1 @@
+"""Types, errors and settings shared by every capability; imports nothing from them."""

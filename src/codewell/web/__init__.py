@@ -1,0 +1,1 @@
+"""The ASGI application: composition root, middleware, operational endpoints and error mapping."""

@@ -1,0 +1,67 @@
+"""The composition root: one function builds the whole ASGI application from a runtime."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.routing import BaseRoute
+
+from codewell.core.errors import CodewellError
+from codewell.runtime import Runtime
+from codewell.web import ops
+from codewell.web.errors import codewell_error_handler, unhandled_error_handler
+from codewell.web.middleware import RequestContextMiddleware
+
+log = logging.getLogger(__name__)
+
+
+def capability_routes(runtime: Runtime) -> list[BaseRoute]:
+    """Every capability's routes, in one readable list."""
+    return [
+        *ops.routes(),
+    ]
+
+
+def capability_middleware(runtime: Runtime) -> list[Middleware]:
+    """Middleware after the request context (outermost first)."""
+    return []
+
+
+async def config_watcher(runtime: Runtime) -> None:
+    """Pick up site config changes within a second even when no request reads the config."""
+    while True:
+        await asyncio.to_thread(runtime.site_config.refresh)
+        await asyncio.sleep(1.0)
+
+
+def create_app(runtime: Runtime, *, background: bool = True) -> Starlette:
+    """Build the app; `background=False` (tests) skips the background loops."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        tasks: list[asyncio.Task[None]] = []
+        if background:
+            loops = [("config-watcher", config_watcher), *runtime.background]
+            tasks = [asyncio.create_task(loop(runtime), name=name) for name, loop in loops]
+        try:
+            yield
+        finally:
+            # Graceful shutdown: stop background loops, then release the database and services.
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            log.info("shut down")
+
+    app = Starlette(
+        routes=capability_routes(runtime),
+        middleware=[Middleware(RequestContextMiddleware), *capability_middleware(runtime)],
+        exception_handlers={CodewellError: codewell_error_handler, Exception: unhandled_error_handler},
+        lifespan=lifespan,
+    )
+    app.state.runtime = runtime
+    return app
