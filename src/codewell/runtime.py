@@ -58,6 +58,7 @@ class Runtime:
     _lock: threading.RLock = field(default_factory=threading.RLock)
     # Async loops started by `codewell serve` (sync scheduler, config watcher, ...), registered by capabilities.
     background: list[tuple[str, BackgroundTask]] = field(default_factory=list)
+    capabilities_ready: bool = False
 
     @classmethod
     def open(cls, settings: Settings, *, create_config: bool = True) -> Runtime:

@@ -9,6 +9,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import click
 
+from codewell.capabilities import setup_all
 from codewell.core.errors import CodewellError
 from codewell.core.settings import Settings
 from codewell.runtime import Runtime
@@ -57,4 +58,5 @@ def open_runtime(ctx: click.Context, *, migrate: bool = False, **overrides: Any)
             )
         runtime.db.upgrade()
     ctx.call_on_close(runtime.close)
+    setup_all(runtime)
     return runtime

@@ -11,6 +11,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute
 
+from codewell.capabilities import setup_all
 from codewell.core.errors import CodewellError
 from codewell.runtime import Runtime
 from codewell.web import ops
@@ -41,6 +42,7 @@ async def config_watcher(runtime: Runtime) -> None:
 
 def create_app(runtime: Runtime, *, background: bool = True) -> Starlette:
     """Build the app; `background=False` (tests) skips the background loops."""
+    setup_all(runtime)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
