@@ -45,7 +45,8 @@ def source_tarball() -> Path:
 def _commit_tree(repo: Path) -> None:
     _git(repo, "init", "-q", "-b", "main")
     _git(repo, "config", "core.autocrlf", "false")
-    _git(repo, "add", "-A", ".")
+    # Debian's linux-source tarball ships a .gitignore with `/*`: force-add the pristine tree.
+    _git(repo, "add", "-A", "--force", ".")
     _git(repo, "commit", "-q", "-m", "import linux source")
 
 
