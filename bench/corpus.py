@@ -50,10 +50,18 @@ def _commit_tree(repo: Path) -> None:
     _git(repo, "commit", "-q", "-m", "import linux source")
 
 
+def _has_main(repo: Path) -> bool:
+    # Not a file check: `git gc --auto` may have moved the ref into packed-refs.
+    found = subprocess.run(
+        ["git", "rev-parse", "-q", "--verify", "refs/heads/main"], cwd=repo, capture_output=True, check=False
+    )
+    return found.returncode == 0
+
+
 def linux_repo() -> Path:
     """The whole Linux tree as one git repository (built once, ~3 minutes)."""
     target = BENCH_DIR / "linux"
-    if (target / ".git" / "refs" / "heads" / "main").exists():
+    if (target / ".git").is_dir() and _has_main(target):
         return target
     tmp = BENCH_DIR / "linux.tmp"
     shutil.rmtree(tmp, ignore_errors=True)

@@ -4,10 +4,13 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 ensure_system_packages() {
   local missing=()
   command -v git >/dev/null || missing+=(git)
+  # The browser test drives Debian's chromium through Playwright (no Playwright-downloaded browsers).
+  [ -x /usr/bin/chromium ] || missing+=(chromium)
   if [ ${#missing[@]} -gt 0 ]; then
     as_root apt-get update -qq
     DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${missing[@]}" >/dev/null
   fi
+  ensure_mcp_test_clients
 }
 
 ensure_postgres() {
@@ -15,5 +18,14 @@ ensure_postgres() {
     echo "starting PostgreSQL"
     as_root pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start
     for _ in $(seq 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
+  fi
+}
+
+# Real MCP clients for the MCP tests (MCP Inspector CLI, TypeScript SDK), pinned by tests/mcp_clients/package-lock.json.
+ensure_mcp_test_clients() {
+  local dir="$(dirname "${BASH_SOURCE[0]}")/../../tests/mcp_clients"
+  command -v npm >/dev/null || { echo "npm missing: the MCP client tests will be skipped"; return 0; }
+  if [ ! -d "$dir/node_modules/@modelcontextprotocol/inspector" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
   fi
 }

@@ -9,6 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from codewell.evaluator.setup import setup as evaluator_setup
+from codewell.history.setup import setup as history_setup
+from codewell.oauth.setup import setup as oauth_setup
+from codewell.repos.setup import setup as repos_setup
+from codewell.search.setup import setup as search_setup
 from codewell.runtime import Runtime
 
 Setup = Callable[[Runtime], None]
@@ -16,7 +21,13 @@ Setup = Callable[[Runtime], None]
 
 def setup_functions() -> list[Setup]:
     """Every capability's setup, in dependency order."""
-    return []
+    return [
+        repos_setup,
+        search_setup,
+        history_setup,
+        oauth_setup,
+        evaluator_setup,
+    ]
 
 
 def setup_all(runtime: Runtime) -> None:

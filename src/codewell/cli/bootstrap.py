@@ -12,7 +12,10 @@ BootstrapStep = Callable[[Runtime, bool], list[str]]
 
 def bootstrap_steps() -> list[BootstrapStep]:
     """The steps in the order they run."""
-    return []
+    from codewell.accounts.bootstrap import first_admin_step
+    from codewell.repos.bootstrap import demo_repos_step
+
+    return [first_admin_step, demo_repos_step]
 
 
 def run_bootstrap(runtime: Runtime, demo: bool) -> list[str]:

@@ -136,7 +136,13 @@ def config_show(ctx: click.Context) -> None:
 
 def register_capability_commands(group: click.Group) -> None:
     """Each capability's command group, in one readable list."""
-    commands: list[click.Command] = []
+    from codewell.accounts.cli import COMMANDS as accounts_commands
+    from codewell.history.cli import history
+    from codewell.oauth.cli import oauth
+    from codewell.repos.cli import repos
+    from codewell.search.cli import index, search
+
+    commands: list[click.Command] = [repos, index, search, history, oauth, *accounts_commands]
     for command in commands:
         group.add_command(command)
 

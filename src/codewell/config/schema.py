@@ -5,7 +5,7 @@ Every option is documented in docs/configuration.md; tests/unit/config/test_docs
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -48,6 +48,36 @@ class LockoutConfig(Strict):
     lockout_period: int = Field(1800, alias="lockoutPeriod", ge=1)
 
 
+class RepoSourceBase(Strict):
+    """Options every repository source kind shares (see docs/configuration.md, `repositories`)."""
+
+    prefix: str | None = None
+    include: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list)
+    branches: list[str] = Field(default_factory=list)
+    sync_interval_seconds: int = Field(3600, alias="syncIntervalSeconds", ge=10, le=7 * 24 * 3600)
+    private: bool = False
+
+
+class LocalRepoSource(RepoSourceBase):
+    """A directory scanned for git repositories (bare or with a work tree)."""
+
+    kind: Literal["local"]
+    path: str = Field(min_length=1)
+
+
+class GitRepoSource(RepoSourceBase):
+    """Clone URLs of any git transport (https, ssh, git, file)."""
+
+    kind: Literal["git"]
+    urls: list[str] = Field(min_length=1)
+    credentials_env: str | None = Field(None, alias="credentialsEnv", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+# New source kinds (code host listings) join this union and codewell.repos.sources.SOURCE_KINDS.
+RepoSource = Annotated[LocalRepoSource | GitRepoSource, Field(discriminator="kind")]
+
+
 def _default_providers() -> list[dict[str, Any]]:
     return [{"type": "builtin", "allowSignup": True}]
 
@@ -62,8 +92,10 @@ class SiteConfig(Strict):
     auth_min_password_length: int = Field(12, alias="auth.minPasswordLength", ge=1, le=256)
     auth_lockout: LockoutConfig = Field(default_factory=LockoutConfig, alias="auth.lockout")
     auth_password_reset_link_expiry: int = Field(14400, alias="auth.passwordResetLinkExpiry", ge=60)
+    auth_public: bool = Field(False, alias="auth.public")
     mcp_enabled: bool = Field(True, alias="mcp.enabled")
     mcp_tools_disabled: list[str] = Field(default_factory=list, alias="mcp.tools.disabled")
+    repositories: list[RepoSource] = Field(default_factory=list, alias="repositories")
 
     @field_validator("external_url")
     @classmethod

@@ -11,8 +11,18 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute
 
+from codewell.accounts import pages as accounts_pages
+from codewell.accounts import routes as accounts_routes
+from codewell.auth import routes as auth_routes
+from codewell.auth.middleware import AuthenticationMiddleware
 from codewell.capabilities import setup_all
 from codewell.core.errors import CodewellError
+from codewell.evaluator import routes as evaluator_routes
+from codewell.history import routes as history_routes
+from codewell.mcp import http as mcp_http
+from codewell.oauth import routes as oauth_routes
+from codewell.repos import routes as repos_routes
+from codewell.search import routes as search_routes
 from codewell.runtime import Runtime
 from codewell.web import ops
 from codewell.web.errors import codewell_error_handler, unhandled_error_handler
@@ -25,12 +35,23 @@ def capability_routes(runtime: Runtime) -> list[BaseRoute]:
     """Every capability's routes, in one readable list."""
     return [
         *ops.routes(),
+        *auth_routes.routes(),
+        *accounts_routes.routes(),
+        *accounts_pages.routes(),
+        *evaluator_routes.routes(),
+        *mcp_http.routes(runtime),
+        *oauth_routes.routes(runtime),
+        *history_routes.routes(),
+        *repos_routes.routes(),
+        *search_routes.routes(),
     ]
 
 
 def capability_middleware(runtime: Runtime) -> list[Middleware]:
     """Middleware after the request context (outermost first)."""
-    return []
+    return [
+        Middleware(AuthenticationMiddleware, runtime=runtime),
+    ]
 
 
 async def config_watcher(runtime: Runtime) -> None:

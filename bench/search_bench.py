@@ -1,0 +1,134 @@
+"""Search benchmark: build a shard of the Linux corpus, then compare every query with ripgrep in the same run.
+
+Checks that results equal `rg --no-unicode -n` as sets of path:line, and reports latency ratios, build time,
+index overhead and peak build RSS. Writes bench/.results/search.json.
+Run: python bench/search_bench.py [--repo /var/tmp/codewell-bench/linux] [--rebuild] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from codewell.search.index.shard import Shard
+from codewell.search.indexer import branch_commits, build_from_mirror
+from codewell.search.query.parser import parse_query
+from codewell.search.searcher import search_shard
+
+RG = str(Path(sys.executable).with_name("rg"))
+OUT = Path(__file__).with_name(".results")
+
+# (name, our query, ripgrep arguments, all results?) — ours is case-insensitive by default like `rg -i`.
+QUERIES: list[tuple[str, str, list[str], bool]] = [
+    ("absent literal", "count:all xyzzy_not_there_42", ["-i", "-F", "xyzzy_not_there_42"], True),
+    ("rare literal", "count:all ftrace_graph_ret_addr", ["-i", "-F", "ftrace_graph_ret_addr"], True),
+    ("mutex_lock all", "count:all mutex_lock", ["-i", "-F", "mutex_lock"], True),
+    ("return 0 all", 'count:all "return 0"', ["-i", "-F", "return 0"], True),
+    ("linus torvalds", 'count:all "linus torvalds"', ["-i", "-F", "linus torvalds"], True),
+    ("alternation", "count:all /spin_lock_irq(save|restore)/ case:yes", ["spin_lock_irq(save|restore)"], True),
+    ("init regex", r"count:all /[a-z]+_init_[a-z]+\(/ case:yes", [r"[a-z]+_init_[a-z]+\("], True),
+    ("dma coherent", r"count:all /\bdma_\w+_coherent\b/ case:yes", [r"\bdma_\w+_coherent\b"], True),
+    ("hex no literal", r"count:all /\b0x[0-9a-fA-F]{12,}\b/ case:yes", [r"\b0x[0-9a-fA-F]{12,}\b"], True),
+    ("file filtered", r"count:all mutex_lock file:^fs/ext4/", ["-i", "-F", "mutex_lock", "fs/ext4"], True),
+]
+FIRST_PAGE = ["mutex_lock", "return 0", "printk", "static int"]
+
+
+def rg_lines(root: Path, args: list[str]) -> tuple[set[str], float]:
+    search_args = [a for a in args if not a.startswith("fs/")]
+    paths = [a for a in args if a.startswith("fs/")] or ["."]
+    cmd = [RG, "--no-unicode", "-n", "--no-ignore", "--hidden", "-g", "!.git", "--max-filesize", "1M", "-e"]
+    cmd = [*cmd[:-1], *search_args[:-1], "-e", search_args[-1], *paths]
+    started = time.perf_counter()
+    out = subprocess.run(cmd, cwd=root, capture_output=True, check=False).stdout
+    elapsed = time.perf_counter() - started
+    found = set()
+    for line in out.split(b"\n"):
+        if not line:
+            continue
+        path, lineno, _ = line.split(b":", 2)
+        found.add(f"{path.decode('utf-8', 'replace').removeprefix('./')}:{int(lineno)}")
+    return found, elapsed
+
+
+def ours(shard: Shard, query: str) -> tuple[set[str], float, int]:
+    q = parse_query(query)
+    started = time.perf_counter()
+    result = search_shard(shard, q, branch=None, limit=None if q.count_all else 500, deadline=time.monotonic() + 60)
+    elapsed = time.perf_counter() - started
+    found = set()
+    for hit in result.hits:
+        base = int(shard.line_base[hit.doc])
+        path = shard.paths[hit.doc]
+        found.update(f"{path}:{line - base + 1}" for line in hit.lines)
+    return found, elapsed, result.match_count
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repo", default="/var/tmp/codewell-bench/linux")
+    parser.add_argument("--shard", default="/var/tmp/codewell-bench/search-shard")
+    parser.add_argument("--rebuild", action="store_true")
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    repo, target = Path(args.repo), Path(args.shard)
+    report: dict[str, object] = {}
+    if args.rebuild or not (target / "meta.json").exists():
+        commits = branch_commits(repo / ".git" if (repo / ".git").exists() else repo, "main", ())
+        started = time.perf_counter()
+        build_from_mirror(target, repo / ".git", commits, {"repo": "linux", "default_branch": "main"}, workers=2)
+        build_s = time.perf_counter() - started
+        children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, children) / 1024
+        report["build_seconds"] = round(build_s, 1)
+        report["peak_build_rss_mb"] = round(peak)
+        print(f"build: {build_s:.1f} s, peak RSS {peak:.0f} MB")
+    shard = Shard.open(target)
+    content = (target / "content.bin").stat().st_size
+    overhead = sum(f.stat().st_size for f in target.iterdir() if f.name != "content.bin")
+    report["content_mb"] = round(content / 1e6)
+    report["index_overhead_pct"] = round(100 * overhead / content, 1)
+    print(f"content {content / 1e6:.0f} MB, overhead {overhead / 1e6:.0f} MB ({100 * overhead / content:.1f} %)")
+    rows = []
+    for name, query, rg_args, _all in QUERIES:
+        rg_times, our_times = [], []
+        rg_set: set[str] = set()
+        our_set: set[str] = set()
+        for _ in range(args.runs):
+            rg_set, t = rg_lines(repo, rg_args)
+            rg_times.append(t)
+            our_set, t2, _count = ours(shard, query)
+            our_times.append(t2)
+        rg_ms, our_ms = statistics.median(rg_times) * 1000, statistics.median(our_times) * 1000
+        same = rg_set == our_set
+        rows.append({"name": name, "rg_ms": round(rg_ms, 1), "ours_ms": round(our_ms, 1),
+                     "speedup": round(rg_ms / max(our_ms, 0.01), 1), "lines": len(rg_set), "identical": same,
+                     "only_rg": sorted(rg_set - our_set)[:5], "only_ours": sorted(our_set - rg_set)[:5]})
+        print(f"{name:16} rg {rg_ms:8.1f} ms  ours {our_ms:8.1f} ms  x{rg_ms / max(our_ms, 0.01):7.1f}  "
+              f"lines {len(rg_set):7}  {'identical' if same else 'DIFFERENT'}")
+    pages = []
+    for query in FIRST_PAGE:
+        times = [ours(shard, query)[1] for _ in range(max(args.runs, 5))]
+        pages.append({"query": query, "p50_ms": round(statistics.median(times) * 1000, 2)})
+        print(f"first page {query!r}: p50 {statistics.median(times) * 1000:.2f} ms")
+    report["queries"] = rows
+    report["first_page"] = pages
+    anon = next(line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("RssAnon"))
+    report["rss_anon_mb_after_queries"] = round(int(anon.split()[1]) / 1024)
+    OUT.mkdir(exist_ok=True)
+    (OUT / "search.json").write_text(json.dumps(report, indent=2))
+    print(json.dumps({k: v for k, v in report.items() if k not in ("queries", "first_page")}))
+    if os.environ.get("SEARCH_BENCH_CLEANUP"):
+        shutil.rmtree(target, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""The security audit log: an append-only table plus one structured log line per entry."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Self
+
+from sqlalchemy import select
+
+from codewell.accounts.models import AuditEntryRow
+from codewell.core.actors import Actor
+from codewell.core.errors import InvalidInput, PermissionDenied
+from codewell.db.base import utcnow
+
+if TYPE_CHECKING:
+    from codewell.runtime import Runtime
+
+log = logging.getLogger("codewell.audit")
+
+# Keys whose values must never reach the log, whatever a caller passes in `details`.
+_SECRET_KEYS = frozenset({"password", "token", "raw", "secret", "code", "cookie", "authorization"})
+MAX_AUDIT_PAGE = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    id: int
+    created_at: datetime
+    entity: str
+    action: str
+    actor_user_id: int | None
+    actor_username: str
+    reason: str
+    ip: str
+    user_agent: str
+    details: dict[str, Any]
+
+    def as_json(self) -> dict[str, Any]:
+        """The entry as the REST API returns it."""
+        return {
+            "id": self.id,
+            "createdAt": self.created_at.isoformat(),
+            "entity": self.entity,
+            "action": self.action,
+            "actor": {"userID": self.actor_user_id, "username": self.actor_username},
+            "reason": self.reason,
+            "ip": self.ip,
+            "userAgent": self.user_agent,
+            "details": self.details,
+        }
+
+
+def _scrub(details: dict[str, Any] | None) -> dict[str, Any]:
+    if not details:
+        return {}
+    return {k: ("[redacted]" if k.lower() in _SECRET_KEYS else v) for k, v in details.items()}
+
+
+class AuditService:
+    """Records security events (never secrets) and lets site admins read them back, newest first."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    @classmethod
+    def create(cls, runtime: Runtime) -> Self:
+        return cls(runtime)
+
+    def record(
+        self,
+        entity: str,
+        action: str,
+        *,
+        actor: Actor | None = None,
+        reason: str = "",
+        ip: str = "",
+        user_agent: str = "",
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        """Append one entry and log it; never raises (a failed audit write is logged as an error)."""
+        clean = _scrub(details)
+        row = AuditEntryRow(
+            created_at=utcnow(),
+            entity=entity[:100],
+            action=action[:100],
+            actor_user_id=actor.user_id if actor else None,
+            actor_username=(actor.username if actor else "")[:255],
+            reason=reason[:500],
+            ip=ip[:64],
+            user_agent=user_agent[:512],
+            details=json.dumps(clean, sort_keys=True, default=str),
+        )
+        log.info(
+            "audit %s %s%s",
+            entity,
+            action,
+            f": {reason}" if reason else "",
+            extra={"audit": {"entity": entity, "action": action, "actor": row.actor_username, "ip": ip, **clean}},
+        )
+        try:
+            with self.runtime.db.session() as session:
+                session.add(row)
+        except Exception:  # audit must not break the request that caused it
+            log.exception("could not write audit entry %s %s", entity, action)
+
+    def list(
+        self,
+        actor: Actor,
+        *,
+        entity: str = "",
+        action: str = "",
+        user_id: int | None = None,
+        before_id: int | None = None,
+        limit: int = 100,
+    ) -> list[AuditEntry]:
+        """Entries newest first, filtered; site admins only. Page with `before_id` (the last ID seen)."""
+        if not actor.site_admin:
+            raise PermissionDenied("only site admins can read the audit log")
+        if not 1 <= limit <= MAX_AUDIT_PAGE:
+            raise InvalidInput(f"limit must be between 1 and {MAX_AUDIT_PAGE}")
+        query = select(AuditEntryRow).order_by(AuditEntryRow.id.desc()).limit(limit)
+        if entity:
+            query = query.where(AuditEntryRow.entity == entity)
+        if action:
+            query = query.where(AuditEntryRow.action == action)
+        if user_id is not None:
+            query = query.where(AuditEntryRow.actor_user_id == user_id)
+        if before_id is not None:
+            query = query.where(AuditEntryRow.id < before_id)
+        with self.runtime.db.session() as session:
+            return [_entry(row) for row in session.scalars(query)]
+
+
+def _entry(row: AuditEntryRow) -> AuditEntry:
+    return AuditEntry(
+        id=row.id,
+        created_at=row.created_at,
+        entity=row.entity,
+        action=row.action,
+        actor_user_id=row.actor_user_id,
+        actor_username=row.actor_username,
+        reason=row.reason,
+        ip=row.ip,
+        user_agent=row.user_agent,
+        details=json.loads(row.details or "{}"),
+    )

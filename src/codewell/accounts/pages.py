@@ -1,0 +1,228 @@
+"""HTML pages: the user's access tokens (settings) and the site admin's users, roles and audit log."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import FormData
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from codewell.accounts.audit import AuditService
+from codewell.accounts.permissions import PERMISSIONS
+from codewell.accounts.roles import RoleService
+from codewell.accounts.service import AccountService
+from codewell.accounts.tokens import TokenService
+from codewell.auth.csrf import verify_form
+from codewell.auth.require import require_actor, require_interactive
+from codewell.auth.service import AuthService
+from codewell.core.actors import Actor
+from codewell.core.errors import CodewellError, InvalidInput
+from codewell.runtime import Runtime
+from codewell.web.requests import runtime_of
+from codewell.web.templates import render
+
+
+def _text(form: FormData, key: str) -> str:
+    value = form.get(key, "")
+    return value if isinstance(value, str) else ""
+
+
+# -- settings: access tokens --------------------------------------------------------------------------------
+def _tokens_context(runtime: Runtime, actor: Actor) -> dict[str, Any]:
+    assert actor.user_id is not None
+    options = runtime.config.auth_access_tokens
+    allowed = options.allow == "all-users-create" or (options.allow == "site-admin-create" and actor.site_admin)
+    return {
+        "tokens": runtime.get(TokenService).list(actor, actor.user_id),
+        "can_create": allowed,
+        "expiry_options": sorted({*options.expiration_option_days, options.default_expiration_days}),
+        "default_days": options.default_expiration_days,
+        "allow_no_expiration": options.allow_no_expiration,
+        "new_token": "",
+        "error": "",
+    }
+
+
+async def tokens_page(request: Request) -> Response:
+    actor = require_actor(request)
+    runtime = runtime_of(request)
+    context = await run_in_threadpool(_tokens_context, runtime, actor)
+    return render(request, "accounts/tokens.html", **context)
+
+
+async def create_token_page(request: Request) -> Response:
+    actor = require_actor(request)
+    runtime = runtime_of(request)
+    form = await request.form()
+    verify_form(request, form)
+    expires_text = _text(form, "expiresInDays")
+    scopes = [s for s in form.getlist("scopes") if isinstance(s, str)]
+    new_token, error, status = "", "", 201
+
+    def create() -> str:
+        assert actor.user_id is not None
+        if expires_text != "never" and not expires_text.isdigit():
+            raise InvalidInput("choose when the token expires")
+        expires = None if expires_text == "never" else int(expires_text)
+        raw, _ = runtime.get(TokenService).create_token(actor, actor.user_id, _text(form, "note"), scopes, expires)
+        return raw
+
+    try:
+        new_token = await run_in_threadpool(create)
+    except CodewellError as exc:
+        error, status = exc.message, exc.http_status
+    context = await run_in_threadpool(_tokens_context, runtime, actor)
+    context.update(new_token=new_token, error=error)
+    return render(request, "accounts/tokens.html", status_code=status, **context)
+
+
+async def revoke_token_page(request: Request) -> Response:
+    actor = require_actor(request)
+    form = await request.form()
+    verify_form(request, form)
+    await run_in_threadpool(runtime_of(request).get(TokenService).revoke, actor, request.path_params["token_id"])
+    return RedirectResponse("/settings/tokens", status_code=303)
+
+
+# -- site admin ---------------------------------------------------------------------------------------------
+AdminAction = Callable[[Runtime, Actor, Request, FormData], str]
+
+
+def admin_form(action: AdminAction, back: str) -> Callable[[Request], Awaitable[Response]]:
+    """A POST handler: CSRF check, run `action` (returns a notice), then show the admin page again."""
+
+    async def handler(request: Request) -> Response:
+        actor = require_interactive(request)
+        form = await request.form()
+        verify_form(request, form)
+        runtime = runtime_of(request)
+        notice, error, status = "", "", 200
+        try:
+            notice = await run_in_threadpool(action, runtime, actor, request, form)
+        except CodewellError as exc:
+            error, status = exc.message, exc.http_status
+        page = PAGES[back]
+        context = await run_in_threadpool(page[1], runtime, actor, request)
+        return render(request, page[0], status_code=status, notice=notice, error=error, **context)
+
+    return handler
+
+
+def _users_context(runtime: Runtime, actor: Actor, request: Request) -> dict[str, Any]:
+    users = runtime.get(AccountService).list_users(actor, limit=1000)
+    roles = runtime.get(RoleService)
+    return {"users": [(u, roles.roles_of_user(u.id, site_admin=u.site_admin)) for u in users]}
+
+
+def _roles_context(runtime: Runtime, actor: Actor, request: Request) -> dict[str, Any]:
+    service = runtime.get(RoleService)
+    roles = service.list_roles(actor)
+    pairs = [(r, [] if r.system else service.users_with_role(actor, r.name)) for r in roles]
+    return {"roles": pairs, "permissions": sorted(PERMISSIONS)}
+
+
+def _audit_context(runtime: Runtime, actor: Actor, request: Request) -> dict[str, Any]:
+    params = request.query_params
+    before = params.get("before", "")
+    entity, action, limit = params.get("entity", ""), params.get("action", ""), 100
+    entries = runtime.get(AuditService).list(
+        actor, entity=entity, action=action, before_id=int(before) if before.isdigit() else None, limit=limit
+    )
+    return {"entries": entries, "entity": entity, "action": action, "limit": limit}
+
+
+PAGES: dict[str, tuple[str, Callable[[Runtime, Actor, Request], dict[str, Any]]]] = {
+    "users": ("accounts/admin_users.html", _users_context),
+    "roles": ("accounts/admin_roles.html", _roles_context),
+    "audit": ("accounts/admin_audit.html", _audit_context),
+}
+
+
+def admin_page(name: str) -> Callable[[Request], Awaitable[Response]]:
+    async def handler(request: Request) -> Response:
+        actor = require_interactive(request)
+        template, build = PAGES[name]
+        context = await run_in_threadpool(build, runtime_of(request), actor, request)
+        return render(request, template, notice="", error="", **context)
+
+    return handler
+
+
+def _create_user(runtime: Runtime, actor: Actor, request: Request, form: FormData) -> str:
+    service_account = _text(form, "serviceAccount") == "true"
+    email = _text(form, "email") or None
+    user = runtime.get(AccountService).create_user(
+        actor, _text(form, "username"), email=email, email_verified=email is not None, service_account=service_account
+    )
+    if service_account:
+        return f"Created service account {user.username}; create access tokens for it with `codewell tokens create`."
+    link = runtime.get(AuthService).password_reset_link(actor, user.id)
+    return f"Created {user.username}. Send them this link to choose a password: {link}"
+
+
+def _set_admin(runtime: Runtime, actor: Actor, request: Request, form: FormData) -> str:
+    accounts = runtime.get(AccountService)
+    user = accounts.get_by_username(request.path_params["username"])
+    user = accounts.set_site_admin(actor, user.id, _text(form, "siteAdmin") == "true")
+    return f"{user.username} is {'now' if user.site_admin else 'no longer'} a site admin."
+
+
+def _reset_link(runtime: Runtime, actor: Actor, request: Request, form: FormData) -> str:
+    user = runtime.get(AccountService).get_by_username(request.path_params["username"])
+    return f"Password reset link for {user.username}: {runtime.get(AuthService).password_reset_link(actor, user.id)}"
+
+
+def _delete_user(runtime: Runtime, actor: Actor, request: Request, form: FormData) -> str:
+    accounts = runtime.get(AccountService)
+    user = accounts.get_by_username(request.path_params["username"])
+    accounts.delete_user(actor, user.id)
+    return f"Deleted {user.username}."
+
+
+def _create_role(runtime: Runtime, actor: Actor, request: Request, form: FormData) -> str:
+    perms = tuple(p for p in form.getlist("permissions") if isinstance(p, str))
+    role = runtime.get(RoleService).create_role(actor, _text(form, "name"), perms)
+    return f"Created role {role.name}."
+
+
+def _role_permission(runtime: Runtime, actor: Actor, request: Request, form: FormData) -> str:
+    granted = _text(form, "op") == "add"
+    name, permission = request.path_params["name"], _text(form, "permission")
+    runtime.get(RoleService).set_permission(actor, name, permission, granted=granted)
+    return f"{'Added' if granted else 'Removed'} {permission} {'to' if granted else 'from'} {name}."
+
+
+def _role_user(runtime: Runtime, actor: Actor, request: Request, form: FormData) -> str:
+    assigned = _text(form, "op") == "assign"
+    user = runtime.get(AccountService).get_by_username(_text(form, "username"))
+    runtime.get(RoleService).set_assignment(actor, request.path_params["name"], user.id, assigned=assigned)
+    role = request.path_params["name"]
+    return f"Assigned {role} to {user.username}." if assigned else f"Unassigned {role} from {user.username}."
+
+
+def _delete_role(runtime: Runtime, actor: Actor, request: Request, form: FormData) -> str:
+    runtime.get(RoleService).delete_role(actor, request.path_params["name"])
+    return f"Deleted role {request.path_params['name']}."
+
+
+def routes() -> list[BaseRoute]:
+    return [
+        Route("/settings/tokens", tokens_page, methods=["GET"]),
+        Route("/settings/tokens", create_token_page, methods=["POST"]),
+        Route("/settings/tokens/{token_id:int}/revoke", revoke_token_page, methods=["POST"]),
+        Route("/site-admin/users", admin_page("users"), methods=["GET"]),
+        Route("/site-admin/users", admin_form(_create_user, "users"), methods=["POST"]),
+        Route("/site-admin/users/{username}/admin", admin_form(_set_admin, "users"), methods=["POST"]),
+        Route("/site-admin/users/{username}/reset-link", admin_form(_reset_link, "users"), methods=["POST"]),
+        Route("/site-admin/users/{username}/delete", admin_form(_delete_user, "users"), methods=["POST"]),
+        Route("/site-admin/roles", admin_page("roles"), methods=["GET"]),
+        Route("/site-admin/roles", admin_form(_create_role, "roles"), methods=["POST"]),
+        Route("/site-admin/roles/{name}/permissions", admin_form(_role_permission, "roles"), methods=["POST"]),
+        Route("/site-admin/roles/{name}/users", admin_form(_role_user, "roles"), methods=["POST"]),
+        Route("/site-admin/roles/{name}/delete", admin_form(_delete_role, "roles"), methods=["POST"]),
+        Route("/site-admin/audit", admin_page("audit"), methods=["GET"]),
+    ]

@@ -1,0 +1,141 @@
+"""Usage events: one cheap call, `record_usage(runtime, event)`, that never raises into the caller.
+
+Events are buffered in memory and written in batches by one background thread per runtime (at most
+`FLUSH_INTERVAL` seconds late, or sooner when `BATCH_SIZE` events are waiting). The buffer is bounded: under
+a database outage the oldest events are dropped (and counted) rather than growing memory without limit.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Self
+
+from sqlalchemy import insert
+
+from codewell.db.base import utcnow
+
+if TYPE_CHECKING:
+    from codewell.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+BATCH_SIZE = 200
+FLUSH_INTERVAL = 1.0
+MAX_BUFFERED = 50_000
+
+
+@dataclass(frozen=True, slots=True)
+class UsageEvent:
+    """One use of a feature. `error` is "" on success, else a short error code."""
+
+    user_id: int | None
+    client: str
+    feature: str
+    tool: str = ""
+    endpoint: str = ""
+    duration_ms: int = 0
+    result_bytes: int = 0
+    error: str = ""
+    language: str = ""
+    created_at: datetime = field(default_factory=utcnow)
+
+
+class UsageRecorder:
+    """Buffers events and writes them in batches from a daemon thread started on first use."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+        self._buffer: deque[UsageEvent] = deque()
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.dropped = 0
+        self.written = 0
+
+    @classmethod
+    def create(cls, runtime: Runtime) -> Self:
+        return cls(runtime)
+
+    def add(self, event: UsageEvent) -> None:
+        """Queue one event; O(1), no I/O on the caller's thread."""
+        with self._lock:
+            if len(self._buffer) >= MAX_BUFFERED:
+                self._buffer.popleft()
+                self.dropped += 1
+            self._buffer.append(event)
+            size = len(self._buffer)
+            if self._thread is None and not self._stop.is_set():
+                self._thread = threading.Thread(target=self._run, name="usage-events", daemon=True)
+                self._thread.start()
+        if size >= BATCH_SIZE:
+            self._wake.set()
+
+    def flush(self) -> int:
+        """Write everything buffered now; return the number of events written (0 on failure, kept for retry)."""
+        with self._lock:
+            batch = list(self._buffer)
+            self._buffer.clear()
+        if not batch:
+            return 0
+        from codewell.analytics.models import UsageEventRow
+
+        rows = [
+            {
+                "created_at": e.created_at,
+                "user_id": e.user_id,
+                "client": e.client[:200],
+                "feature": e.feature[:50],
+                "tool": e.tool[:100],
+                "endpoint": e.endpoint[:100],
+                "duration_ms": max(0, min(e.duration_ms, 2**31 - 1)),
+                "result_bytes": max(0, min(e.result_bytes, 2**31 - 1)),
+                "error": e.error[:100],
+                "language": e.language[:50],
+            }
+            for e in batch
+        ]
+        try:
+            with self._runtime.db.session() as session:
+                session.execute(insert(UsageEventRow), rows)
+        except Exception:
+            # Keep the events for the next attempt (bounded by MAX_BUFFERED); analytics must never break callers.
+            log.warning("could not write %d usage events; will retry", len(batch), exc_info=True)
+            with self._lock:
+                self._buffer.extendleft(reversed(batch))
+                while len(self._buffer) > MAX_BUFFERED:
+                    self._buffer.popleft()
+                    self.dropped += 1
+            return 0
+        self.written += len(batch)
+        return len(batch)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(FLUSH_INTERVAL)
+            self._wake.clear()
+            self.flush()
+
+    def close(self) -> None:
+        """Stop the writer thread and write what is left (called by Runtime.close)."""
+        self._stop.set()
+        self._wake.set()
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout=5)
+        try:
+            self.flush()
+        except Exception:
+            log.warning("could not write the last usage events", exc_info=True)
+
+
+def record_usage(runtime: Runtime, event: UsageEvent) -> None:
+    """Record one usage event. Cheap (buffered, batched writes) and never raises."""
+    try:
+        runtime.get(UsageRecorder).add(event)
+    except Exception:
+        log.warning("usage event dropped", exc_info=True)

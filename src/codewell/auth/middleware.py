@@ -1,0 +1,148 @@
+"""AuthenticationMiddleware: sets `request.state.actor` for every HTTP request and applies the
+anonymous-access policy (`auth.public`) and the credential-scope limits before any route runs."""
+
+from __future__ import annotations
+
+import logging
+from http.cookies import SimpleCookie
+from urllib.parse import parse_qs, quote
+
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from codewell.accounts.tokens import TOKEN_PREFIX
+from codewell.auth.service import AuthService, ClientInfo, SessionInfo
+from codewell.auth.sessions import CSRF_HEADER, SESSION_COOKIE, same
+from codewell.core.actors import ANONYMOUS, Actor
+from codewell.core.errors import CodewellError, InvalidInput, PermissionDenied, Unauthenticated
+from codewell.runtime import Runtime
+from codewell.web.errors import error_body
+
+log = logging.getLogger(__name__)
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+SIGN_IN_HINT = "sign in, or send an access token: Authorization: token <token>"
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+
+
+def _cookie(headers: dict[str, str], name: str) -> str:
+    jar: SimpleCookie = SimpleCookie()
+    try:
+        jar.load(headers.get("cookie", ""))
+    except Exception:  # a malformed Cookie header must not break the request
+        return ""
+    morsel = jar.get(name)
+    return morsel.value if morsel else ""
+
+
+URL_TOKEN_REFUSED = InvalidInput(
+    "Access tokens are not accepted in URLs.",
+    hint="send it as `Authorization: token <token>`, and revoke this one: URLs end up in logs and browser history",
+)
+
+
+def _token_in_url(scope: Scope) -> bool:
+    """Whether the query string carries an access token (`?token=cwp_...`, `?access_token=...`)."""
+    query = scope.get("query_string", b"").decode("latin-1")
+    if "token=" not in query:
+        return False
+    params = parse_qs(query)
+    return any(v.startswith(TOKEN_PREFIX) for key in ("token", "access_token") for v in params.get(key, []))
+
+
+def is_api_path(path: str) -> bool:
+    return path.startswith("/.api/")
+
+
+def _error_response(path: str, error: CodewellError) -> Response:
+    if is_api_path(path):
+        return JSONResponse(error_body(error), status_code=error.http_status)
+    return PlainTextResponse(error.message, status_code=error.http_status)
+
+
+class AuthenticationMiddleware:
+    """Resolves the actor from the Authorization header (wins) or the session cookie.
+
+    Malformed headers and unknown tokens end the request with 401 (JSON envelope under /.api/);
+    unrecognized schemes are ignored (and audited by AuthService).
+    """
+
+    def __init__(self, app: ASGIApp, runtime: Runtime) -> None:
+        self.app = app
+        self.runtime = runtime
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        auth = self.runtime.get(AuthService)
+        headers = _headers(scope)
+        path: str = scope["path"]
+        client = ClientInfo(ip=(scope.get("client") or ("", 0))[0], user_agent=headers.get("user-agent", "")[:512])
+        if _token_in_url(scope):
+            await run_in_threadpool(auth.audit_token_in_url, client)
+            await _error_response(path, URL_TOKEN_REFUSED)(scope, receive, send)
+            return
+        try:
+            actor, session = await run_in_threadpool(self._resolve, auth, headers, client)
+        except CodewellError as exc:
+            await _error_response(path, exc)(scope, receive, send)
+            return
+        state = scope.setdefault("state", {})
+        state["actor"] = actor
+        state["session"] = session
+        denial = self._deny(auth, actor, session, scope, headers)
+        if denial is not None:
+            await denial(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    @staticmethod
+    def _resolve(auth: AuthService, headers: dict[str, str], client: ClientInfo) -> tuple[Actor, SessionInfo | None]:
+        header = headers.get("authorization")
+        if header is not None:
+            actor = auth.authenticate_header(header, client)
+            if actor is not None:
+                return actor, None
+        cookie = _cookie(headers, SESSION_COOKIE)
+        if cookie:
+            found = auth.session_actor(cookie)
+            if found is not None:
+                return found
+        return ANONYMOUS, None
+
+    def _deny(
+        self, auth: AuthService, actor: Actor, session: SessionInfo | None, scope: Scope, headers: dict[str, str]
+    ) -> Response | None:
+        """A response refusing the request before routing, or None to let it through."""
+        path: str = scope["path"]
+        method: str = scope["method"]
+        if actor.is_anonymous:
+            if self.runtime.config.auth_public or auth.is_anonymous_path(path):
+                return None
+            if is_api_path(path) or method not in SAFE_METHODS:
+                return _error_response(path, Unauthenticated("Not signed in.", hint=SIGN_IN_HINT))
+            query = scope.get("query_string", b"").decode("latin-1")
+            target = path + (f"?{query}" if query else "")
+            return RedirectResponse(f"/sign-in?returnTo={quote(target, safe='')}", status_code=302)
+        if not auth.scopes_allow(actor, path):
+            scopes = ", ".join(sorted(actor.scopes)) or "none"
+            return _error_response(
+                path,
+                PermissionDenied(
+                    f"This credential's scopes ({scopes}) do not allow {path}.",
+                    hint="use a token with the user:all scope",
+                ),
+            )
+        # Browsers send cookies on cross-site requests: a cookie-authenticated API write must prove it comes
+        # from our own pages with the session's CSRF token (forms check theirs in codewell.auth.csrf).
+        unsafe_cookie_write = session is not None and is_api_path(path) and method not in SAFE_METHODS
+        if unsafe_cookie_write and not same(headers.get(CSRF_HEADER, ""), session.csrf_token if session else ""):
+            return _error_response(
+                path,
+                PermissionDenied("Missing or wrong CSRF token.", hint="send the X-CSRF-Token header of the page"),
+            )
+        return None

@@ -1,0 +1,361 @@
+"""Request authentication: the Authorization header, bearer resolvers, sessions, password sign-in.
+
+The middleware and the sign-in pages call this service; other capabilities register extra bearer
+resolvers (the OAuth server) and paths that anonymous callers may reach (they do their own challenge).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Self
+
+from sqlalchemy import func, select
+
+from codewell.accounts.audit import AuditService
+from codewell.accounts.models import SessionRow, UserRow
+from codewell.accounts.passwords import verify_password
+from codewell.accounts.service import AccountService, User, to_user
+from codewell.accounts.tokens import SCOPE_SUDO, SCOPE_USER_ALL, TokenService
+from codewell.auth.header import Credentials, MalformedHeader, Scheme, parse_authorization
+from codewell.auth.sessions import new_csrf_token, new_session_id, sign, unsign
+from codewell.core.actors import Actor
+from codewell.core.errors import InvalidInput, PermissionDenied, Unauthenticated
+from codewell.db.base import utcnow
+
+if TYPE_CHECKING:
+    from codewell.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+BearerResolver = Callable[[str], Actor | None]
+SESSION_LIFETIME = timedelta(days=7)
+INVALID_HEADER = "Invalid Authorization header."
+INVALID_TOKEN = "Invalid access token."
+SIGN_IN_FAILED = "Invalid username or password."
+SUDO_NOT_ADMIN = "The subject user of a sudo access token must be a site admin."
+SUDO_NO_USER = "Unable to sudo to nonexistent user."
+# Paths anonymous callers reach even when auth.public is false (prefix match).
+DEFAULT_ANONYMOUS_PATHS = (
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/.api/health",
+    "/sign-in",
+    "/sign-up",
+    "/sign-out",
+    "/password-reset",
+    "/.assets/",
+    "/favicon.ico",
+    # OAuth endpoints, discovery documents and the MCP server answer unauthenticated callers themselves
+    # (with the OAuth challenge MCP clients need to discover how to sign in).
+    "/.auth/",
+    "/.well-known/",
+    "/.api/mcp",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientInfo:
+    """Where a request came from, for audit entries (the socket peer: proxy headers are not trusted)."""
+
+    ip: str = ""
+    user_agent: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    id: str
+    user_id: int
+    csrf_token: str
+    expires_at: datetime
+
+
+class AuthService:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.accounts = runtime.get(AccountService)
+        self.tokens = runtime.get(TokenService)
+        self.audit = runtime.get(AuditService)
+        self._lock = threading.Lock()
+        self._resolvers: list[BearerResolver] = []
+        self._anonymous_paths: list[str] = list(DEFAULT_ANONYMOUS_PATHS)
+        # Scope → path prefixes a credential holding that scope (but not user:all) may call.
+        self._scope_paths: dict[str, list[str]] = {"mcp": ["/.api/mcp"]}
+
+    @classmethod
+    def create(cls, runtime: Runtime) -> Self:
+        return cls(runtime)
+
+    # -- registration -------------------------------------------------------------------------------------
+    def add_bearer_resolver(self, resolver: BearerResolver) -> None:
+        """Offer `Bearer` values that are not access tokens to `resolver` (returns an Actor or None)."""
+        with self._lock:
+            if resolver not in self._resolvers:
+                self._resolvers.append(resolver)
+
+    def add_anonymous_path(self, prefix: str) -> None:
+        """Let anonymous callers reach paths under `prefix` even when auth.public is false (the route
+        then answers unauthenticated callers itself, e.g. with an OAuth challenge)."""
+        with self._lock:
+            if prefix not in self._anonymous_paths:
+                self._anonymous_paths.append(prefix)
+
+    def add_scope_path(self, scope: str, prefix: str) -> None:
+        """Let credentials holding `scope` (without user:all) call paths under `prefix`."""
+        with self._lock:
+            paths = self._scope_paths.setdefault(scope, [])
+            if prefix not in paths:
+                paths.append(prefix)
+
+    def is_anonymous_path(self, path: str) -> bool:
+        """Whether anonymous callers reach `path` whatever auth.public says (prefix match on segments)."""
+        for prefix in self._anonymous_paths:
+            if prefix.endswith("/") and path.startswith(prefix):
+                return True
+            if path == prefix or path.startswith(prefix + "/"):
+                return True
+        return False
+
+    def scopes_allow(self, actor: Actor, path: str) -> bool:
+        """Whether the credential's scopes reach `path`: user:all reaches everything, other scopes their paths."""
+        if actor.via not in ("access_token", "oauth") or SCOPE_USER_ALL in actor.scopes:
+            return True
+        return any(path.startswith(prefix) for s in actor.scopes for prefix in self._scope_paths.get(s, ()))
+
+    # -- the Authorization header -------------------------------------------------------------------------
+    def authenticate_header(self, value: str, client: ClientInfo) -> Actor | None:
+        """The actor named by an Authorization header; None when the scheme is not ours (ignored, audited).
+
+        Raises Unauthenticated (malformed header, unknown token) or PermissionDenied (sudo refused).
+        """
+        try:
+            credentials = parse_authorization(value)
+        except MalformedHeader as exc:
+            self._audit_failure(client, f"malformed Authorization header: {exc.detail}")
+            raise Unauthenticated(INVALID_HEADER) from None
+        if credentials is None:
+            if value.strip():
+                self._audit_failure(client, "invalid Authorization header")
+            return None
+        if credentials.scheme is Scheme.TOKEN_SUDO:
+            return self._sudo(credentials, client)
+        owner = self.tokens.authenticate_owner(credentials.token)
+        if owner is not None:
+            return owner.actor
+        if credentials.scheme is Scheme.BEARER:
+            for resolver in list(self._resolvers):
+                actor = resolver(credentials.token)
+                if actor is not None:
+                    return actor
+        self._audit_failure(client, "unknown, revoked or expired access token")
+        raise Unauthenticated(INVALID_TOKEN)
+
+    def _sudo(self, credentials: Credentials, client: ClientInfo) -> Actor:
+        owner = self.tokens.authenticate_owner(credentials.token)
+        if owner is None:
+            self._audit_failure(client, "unknown, revoked or expired access token (sudo)")
+            raise Unauthenticated(INVALID_TOKEN)
+        if SCOPE_SUDO not in owner.actor.scopes:
+            self._audit_failure(client, "sudo with a token lacking the site-admin:sudo scope", owner.actor)
+            raise PermissionDenied(
+                f"The access token lacks the {SCOPE_SUDO} scope.", hint="create a token with the site-admin:sudo scope"
+            )
+        if not owner.actor.site_admin:
+            self._audit_failure(client, "sudo by a user who is not a site admin", owner.actor)
+            raise PermissionDenied(SUDO_NOT_ADMIN)
+        target = self.accounts.find_by_username(credentials.sudo_user)
+        if target is None:
+            self._audit_failure(client, "sudo to a nonexistent user", owner.actor)
+            raise PermissionDenied(SUDO_NO_USER)
+        self.audit.record(
+            "auth.accessToken",
+            "impersonated",
+            actor=owner.actor,
+            ip=client.ip,
+            user_agent=client.user_agent,
+            details={"tokenID": owner.token_id, "user": target.username},
+        )
+        return self.accounts.actor_for(target, via="sudo", scopes=frozenset({SCOPE_USER_ALL}))
+
+    def audit_token_in_url(self, client: ClientInfo) -> None:
+        self._audit_failure(client, "access token in the URL refused")
+
+    def _audit_failure(self, client: ClientInfo, reason: str, actor: Actor | None = None) -> None:
+        self.audit.record(
+            "auth.accessToken", "failed", actor=actor, reason=reason, ip=client.ip, user_agent=client.user_agent
+        )
+
+    # -- sessions -----------------------------------------------------------------------------------------
+    def start_session(self, user: User, client: ClientInfo) -> tuple[str, SessionInfo]:
+        """Create a session for `user`; returns (signed cookie value, session)."""
+        row = SessionRow(
+            id=new_session_id(),
+            user_id=user.id,
+            csrf_token=new_csrf_token(),
+            expires_at=utcnow() + SESSION_LIFETIME,
+            ip=client.ip[:64],
+            user_agent=client.user_agent[:512],
+        )
+        with self.runtime.db.session() as session:
+            session.add(row)
+        info = SessionInfo(row.id, row.user_id, row.csrf_token, row.expires_at)
+        return sign(self.runtime.secret_key(), "session", row.id), info
+
+    def session_actor(self, cookie: str) -> tuple[Actor, SessionInfo] | None:
+        """The signed-in user of a session cookie, or None (bad signature, signed out, expired, deleted)."""
+        session_id = unsign(self.runtime.secret_key(), "session", cookie)
+        if session_id is None:
+            return None
+        with self.runtime.db.session() as session:
+            found = session.execute(
+                select(SessionRow, UserRow)
+                .join(UserRow, UserRow.id == SessionRow.user_id)
+                .where(SessionRow.id == session_id)
+            ).first()
+            if found is None:
+                return None
+            row, user_row = found
+            if row.expires_at <= utcnow() or user_row.service_account:
+                return None
+            info = SessionInfo(row.id, row.user_id, row.csrf_token, row.expires_at)
+            user = to_user(user_row)
+        return self.accounts.actor_for(user, via="session"), info
+
+    def end_session(self, cookie: str) -> None:
+        session_id = unsign(self.runtime.secret_key(), "session", cookie)
+        if session_id is None:
+            return
+        with self.runtime.db.session() as session:
+            row = session.get(SessionRow, session_id)
+            if row is not None:
+                session.delete(row)
+
+    # -- password sign-in ---------------------------------------------------------------------------------
+    def builtin_enabled(self) -> bool:
+        return any(p.get("type") == "builtin" for p in self.runtime.config.auth_providers)
+
+    def sign_in_password(self, username: str, password: str, client: ClientInfo) -> User:
+        """The user whose password this is; Unauthenticated with one message for every failure (unknown
+        user, wrong password, service account) after one argon2 verification each, so neither the message
+        nor the time tells them apart. A locked account says so only when the password was right."""
+        if not self.builtin_enabled():
+            raise PermissionDenied("password sign-in is disabled", hint="use one of the sign-in providers")
+        with self.runtime.db.session() as session:
+            row = session.scalar(select(UserRow).where(func.lower(UserRow.username) == username.strip().lower()))
+            stored = row.password_hash if row is not None and not row.service_account else None
+            user_id = row.id if row is not None else None
+        matches = verify_password(stored, password)
+        if user_id is None or stored is None:
+            self._sign_in_audit("failed", username, client, "unknown user or no password")
+            raise Unauthenticated(SIGN_IN_FAILED)
+        locked_for = self._locked_for(user_id)
+        if locked_for is not None:
+            self._sign_in_audit("failed", username, client, "account locked")
+            if matches:
+                minutes = max(1, int(locked_for.total_seconds() // 60))
+                raise Unauthenticated(
+                    f"Too many failed sign-in attempts: this account is locked for {minutes} more minutes.",
+                    hint="wait, or ask a site admin for a password reset link",
+                )
+            raise Unauthenticated(SIGN_IN_FAILED)
+        if not matches:
+            self._record_failure(user_id, username, client)
+            raise Unauthenticated(SIGN_IN_FAILED)
+        with self.runtime.db.session() as session:
+            user_row = session.get(UserRow, user_id)
+            assert user_row is not None
+            user_row.failed_sign_ins = 0
+            user_row.locked_until = None
+            user = to_user(user_row)
+        self._sign_in_audit("succeeded", user.username, client, "", Actor.user(user.id, user.username))
+        return user
+
+    def _locked_for(self, user_id: int) -> timedelta | None:
+        with self.runtime.db.session() as session:
+            row = session.get(UserRow, user_id)
+            until = row.locked_until if row else None
+        now = utcnow()
+        return until - now if until is not None and until > now else None
+
+    def _record_failure(self, user_id: int, username: str, client: ClientInfo) -> None:
+        lockout = self.runtime.config.auth_lockout
+        now = utcnow()
+        with self.runtime.db.session() as session:
+            row = session.get(UserRow, user_id)
+            assert row is not None
+            window_open = row.last_failed_at is not None and now - row.last_failed_at <= timedelta(
+                seconds=lockout.consecutive_period
+            )
+            row.failed_sign_ins = (row.failed_sign_ins if window_open else 0) + 1
+            row.last_failed_at = now
+            locked = row.failed_sign_ins >= lockout.failed_attempt_threshold
+            if locked:
+                row.locked_until = now + timedelta(seconds=lockout.lockout_period)
+                row.failed_sign_ins = 0
+        self._sign_in_audit("failed", username, client, "wrong password")
+        if locked:
+            self._sign_in_audit("locked", username, client, f"{lockout.failed_attempt_threshold} failed attempts")
+
+    def unlock(self, actor: Actor, user_id: int) -> None:
+        if not actor.site_admin:
+            raise PermissionDenied("only site admins can unlock accounts")
+        with self.runtime.db.session() as session:
+            row = session.get(UserRow, user_id)
+            if row is not None:
+                row.locked_until = None
+                row.failed_sign_ins = 0
+        self.audit.record("auth.signIn", "unlocked", actor=actor, details={"userID": user_id})
+
+    def _sign_in_audit(
+        self, action: str, username: str, client: ClientInfo, reason: str, actor: Actor | None = None
+    ) -> None:
+        self.audit.record(
+            "auth.signIn",
+            action,
+            actor=actor,
+            reason=reason,
+            ip=client.ip,
+            user_agent=client.user_agent,
+            details={"username": username[:255]},
+        )
+
+    # -- password reset links -----------------------------------------------------------------------------
+    def password_reset_link(self, actor: Actor, user_id: int) -> str:
+        """An absolute link that lets the user set a new password once, valid for
+        auth.passwordResetLinkExpiry seconds (site admins only; it is shown to them to pass on)."""
+        if not actor.site_admin:
+            raise PermissionDenied("only site admins can create password reset links")
+        user = self.accounts.get_user(user_id)
+        if user.service_account:
+            raise InvalidInput("service accounts have no password", hint="create an access token instead")
+        expires = int(utcnow().timestamp()) + self.runtime.config.auth_password_reset_link_expiry
+        code = f"{expires}.{self._reset_mac(user_id, expires)}"
+        self.audit.record("accounts.user", "passwordResetLinkCreated", actor=actor, details={"userID": user_id})
+        return f"{self.runtime.external_url}/password-reset?userID={user_id}&code={code}"
+
+    def check_reset_code(self, user_id: int, code: str) -> bool:
+        """Whether `code` is a live reset code for the user (it dies once the password changes)."""
+        expires_text, _, mac = code.partition(".")
+        if not expires_text.isdigit() or int(expires_text) < utcnow().timestamp():
+            return False
+        return hmac.compare_digest(mac, self._reset_mac(user_id, int(expires_text)))
+
+    def reset_password(self, user_id: int, code: str, password: str) -> None:
+        if not self.check_reset_code(user_id, code):
+            raise InvalidInput(
+                "this password reset link is invalid or has expired", hint="ask a site admin for a new one"
+            )
+        self.accounts.reset_password_with_link(user_id, password)
+
+    def _reset_mac(self, user_id: int, expires: int) -> str:
+        with self.runtime.db.session() as session:
+            row = session.get(UserRow, user_id)
+            fingerprint = "missing" if row is None else (row.password_hash or "")
+        message = f"reset:{user_id}:{expires}:{fingerprint}".encode()
+        return hmac.new(self.runtime.secret_key(), message, hashlib.sha256).hexdigest()

@@ -1,0 +1,39 @@
+"""REST API of the evaluator: POST /.api/evaluate with {"script": "..."} (JSON in, JSON out).
+
+The response is the tool's structuredContent: {"ok", "result", "output", "error", "stats"}, status 200 even
+when the script failed (the request itself succeeded). Scripts cost CPU, so anonymous callers are refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from codewell.core.errors import InvalidInput, Unauthenticated
+from codewell.evaluator.service import EvaluatorService
+from codewell.web.requests import actor_of, runtime_of
+
+
+async def evaluate(request: Request) -> Response:
+    actor = actor_of(request)
+    if actor.is_anonymous:
+        raise Unauthenticated("sign in to run scripts", hint="send an access token: Authorization: token <token>")
+    try:
+        body = json.loads(await request.body())
+    except ValueError:
+        raise InvalidInput("the request body is not JSON", hint='send {"script": "return 1"}') from None
+    script = body.get("script") if isinstance(body, dict) else None
+    if not isinstance(script, str):
+        raise InvalidInput("`script` must be a string", hint='send {"script": "return 1"}')
+    service = runtime_of(request).get(EvaluatorService)
+    # The run blocks on a worker process (and on search calls): keep it off the event loop.
+    result = await asyncio.to_thread(service.run, actor, script)
+    return JSONResponse(result.as_dict())
+
+
+def routes() -> list[BaseRoute]:
+    return [Route("/.api/evaluate", evaluate, methods=["POST"])]

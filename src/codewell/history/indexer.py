@@ -1,0 +1,176 @@
+"""Recording new commits of every ref of a repository in the commit index (incremental, idempotent).
+
+Invariant kept after every completed run: every commit reachable from a ref target stored in
+`history_refs` is in `history_commits`, and each branch's reachable commits are in `history_commit_refs`.
+So a sync only walks `new tips --not old tips`. A crash part-way leaves the refs at their old targets; the
+next run redoes the walk and conflicting inserts are ignored.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy import Insert, delete, insert, literal, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from codewell.db import Database
+from codewell.history import gitlog
+from codewell.history.models import HistoryAuthor, HistoryCommit, HistoryCommitRef, HistoryRef
+
+log = logging.getLogger(__name__)
+
+# Commits with more changed paths keep the first MAX_PATHS (the `files` filter then misses the rest).
+MAX_PATHS = 500
+BATCH = 1000
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class IndexStats:
+    """What one indexing run did."""
+
+    repo_id: int
+    new_commits: int
+    refs_updated: int
+    refs_removed: int
+    seconds: float
+
+
+def batched(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    iterator = iter(items)
+    while chunk := list(islice(iterator, size)):
+        yield chunk
+
+
+class CommitIndexer:
+    """Indexes repositories into the history tables; safe to call from several threads."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._locks: dict[int, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+        # (name, email) -> author id; identities are immutable, so the cache never goes stale.
+        self._authors: dict[tuple[str, str], int] = {}
+
+    def _repo_lock(self, repo_id: int) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(repo_id, threading.Lock())
+
+    def index_repo(self, repo_id: int, git_dir: Path) -> IndexStats:
+        """Bring the index of one repository up to date with its mirror's branches and tags."""
+        started = time.perf_counter()
+        with self._repo_lock(repo_id):
+            tips = {tip.name: tip.commit for tip in gitlog.list_ref_tips(git_dir)}
+            with self.db.session() as session:
+                stored = {
+                    name: (ref_id, target)
+                    for ref_id, name, target in session.execute(
+                        select(HistoryRef.id, HistoryRef.name, HistoryRef.target).where(HistoryRef.repo_id == repo_id)
+                    )
+                }
+            changed = {name: sha for name, sha in tips.items() if stored.get(name, (0, ""))[1] != sha}
+            removed = [ref_id for name, (ref_id, _) in stored.items() if name not in tips]
+            new_commits = 0
+            if changed:
+                old_targets = {target for _, target in stored.values()}
+                commits = gitlog.log_commits(git_dir, set(changed.values()), old_targets)
+                for chunk in batched(commits, BATCH):
+                    self._insert_commits(repo_id, chunk)
+                    new_commits += len(chunk)
+            for name, sha in changed.items():
+                self._update_ref(repo_id, git_dir, name, sha, stored.get(name))
+            if removed:
+                with self.db.session() as session:
+                    session.execute(delete(HistoryRef).where(HistoryRef.id.in_(removed)))
+        stats = IndexStats(repo_id, new_commits, len(changed), len(removed), time.perf_counter() - started)
+        if changed or removed:
+            log.info(
+                "history indexed",
+                extra={"repo_id": repo_id, "new_commits": new_commits, "refs": len(changed), "seconds": stats.seconds},
+            )
+        return stats
+
+    def _insert_or_ignore(self, session: Session, model: type[Any], rows: Sequence[dict[str, Any]]) -> None:
+        """INSERT ... ON CONFLICT DO NOTHING on both engines (re-runs and concurrent identities are harmless)."""
+        statement: Insert
+        if session.get_bind().dialect.name == "postgresql":
+            statement = postgresql.insert(model).on_conflict_do_nothing()
+        else:
+            statement = sqlite.insert(model).on_conflict_do_nothing()
+        session.execute(statement, list(rows))
+
+    def _author_ids(self, session: Session, identities: set[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        missing = [key for key in identities if key not in self._authors]
+        if missing:
+            self._insert_or_ignore(
+                session,
+                HistoryAuthor,
+                [{"name": n, "email": e, "search_key": f"{n} <{e}>".lower()} for n, e in missing],
+            )
+            for chunk in batched(missing, 400):
+                emails = {email for _, email in chunk}
+                for author_id, name, email in session.execute(
+                    select(HistoryAuthor.id, HistoryAuthor.name, HistoryAuthor.email).where(
+                        HistoryAuthor.email.in_(emails)
+                    )
+                ):
+                    self._authors[(name, email)] = author_id
+        return {key: self._authors[key] for key in identities}
+
+    def _insert_commits(self, repo_id: int, commits: list[gitlog.LoggedCommit]) -> None:
+        identities = {(c.author_name[:255], c.author_email[:255]) for c in commits}
+        identities |= {(c.committer_name[:255], c.committer_email[:255]) for c in commits}
+        with self.db.session() as session:
+            authors = self._author_ids(session, identities)
+            rows = [
+                {
+                    "repo_id": repo_id,
+                    "sha": c.sha,
+                    "parents": " ".join(c.parents[:9]),
+                    "author_id": authors[(c.author_name[:255], c.author_email[:255])],
+                    "committer_id": authors[(c.committer_name[:255], c.committer_email[:255])],
+                    "authored_at": c.authored_at,
+                    "committed_at": c.committed_at,
+                    "subject": c.subject,
+                    "message": c.message,
+                    "search_text": c.message.lower(),
+                    "paths": "\n".join(c.paths[:MAX_PATHS]),
+                }
+                for c in commits
+            ]
+            self._insert_or_ignore(session, HistoryCommit, rows)
+
+    def _update_ref(self, repo_id: int, git_dir: Path, name: str, sha: str, old: tuple[int, str] | None) -> None:
+        """Move a ref to `sha`; for branches also record which commits it now reaches (one transaction)."""
+        with self.db.session() as session:
+            if old is None:
+                ref_id = session.execute(
+                    insert(HistoryRef).values(repo_id=repo_id, name=name, target=sha).returning(HistoryRef.id)
+                ).scalar_one()
+            else:
+                ref_id = old[0]
+                session.execute(update(HistoryRef).where(HistoryRef.id == ref_id).values(target=sha))
+            if not name.startswith("refs/heads/"):
+                return  # tags: "contains" is answered by git at query time (see service); no per-commit rows
+            exclude: list[str] = []
+            if old is not None and gitlog.is_ancestor(git_dir, old[1], sha):
+                exclude = [old[1]]  # fast-forward: only the newly reachable commits
+            else:
+                session.execute(delete(HistoryCommitRef).where(HistoryCommitRef.ref_id == ref_id))
+            for chunk in batched(gitlog.rev_list(git_dir, [sha], exclude), 500):
+                session.execute(
+                    insert(HistoryCommitRef).from_select(
+                        ["ref_id", "commit_id"],
+                        select(literal(ref_id), HistoryCommit.id).where(
+                            HistoryCommit.repo_id == repo_id, HistoryCommit.sha.in_(chunk)
+                        ),
+                    )
+                )

@@ -1,0 +1,650 @@
+"""HistoryService: commit_search, diff_search, compare_revisions and get_contributor_repos.
+
+Metadata filters (repos, message, authors, files, dates, branches) are SQL on the commit index, newest
+first with a LIMIT, so they stay database queries across thousands of repositories. Content filters
+(`contentTerms`, diff_search) stream the same candidate query in batches, diff each candidate in-process
+(pygit2) and stop at `count` or at the time budget. Visibility: every query is restricted to repositories
+`RepoService.readable(actor)` returns; others read exactly like missing ones.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import fnmatch
+import itertools
+import json
+import re
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Self
+
+import pygit2
+import re2
+from sqlalchemy import ColumnElement, Select, and_, exists, func, or_, select
+from sqlalchemy.orm import aliased
+
+from codewell.core.actors import INTERNAL, Actor
+from codewell.core.errors import InvalidInput, NotFound
+from codewell.history import diffs, gitlog
+from codewell.history.dates import parse_range
+from codewell.history.indexer import CommitIndexer, IndexStats
+from codewell.history.models import HistoryAuthor, HistoryCommit, HistoryCommitRef, HistoryRef
+from codewell.repos.service import Repo, RepoService
+
+if TYPE_CHECKING:
+    from codewell.runtime import Runtime
+
+COMMIT_COUNT_DEFAULT, COMMIT_COUNT_MAX = 50, 100
+DIFF_COUNT_DEFAULT, DIFF_COUNT_MAX = 20, 50
+COMPARE_FIRST_DEFAULT, COMPARE_FIRST_MAX = 50, 100
+CONTRIB_LIMIT_DEFAULT, CONTRIB_LIMIT_MAX, CONTRIB_AUTHORS_MAX = 20, 100, 5
+# Time budget of queries that read diffs; results found so far are returned with timed_out=True.
+SCAN_TIMEOUT = 10.0
+SCAN_BATCH = 200
+# A revision filter on tags or commits walks history with git; cap the walk per repository.
+MAX_REACHABLE = 2_000_000
+MAX_HUNKS_PER_MATCH = 10
+MAX_LINES_PER_FILE = 1000
+_SHA = re.compile(r"^[0-9a-fA-F]{4,40}$")
+
+
+# ---- results -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CommitInfo:
+    """One indexed commit as returned to callers."""
+
+    repo: str
+    sha: str
+    parents: tuple[str, ...]
+    author_name: str
+    author_email: str
+    authored_at: datetime
+    committed_at: datetime
+    subject: str
+    message: str
+    paths: tuple[str, ...]
+    # Branches (full ref names) whose history contains the commit.
+    refs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CommitSearchResult:
+    commits: list[CommitInfo]
+    limit_hit: bool  # more commits match than were returned
+    timed_out: bool  # the content scan stopped at its time budget; there may be more matches
+    unknown_repos: list[str]  # entries of `repos` that name no readable repository
+
+
+@dataclass(frozen=True, slots=True)
+class DiffMatch:
+    """A commit whose diff matched, with the matching hunks (each carrying its file path)."""
+
+    commit: CommitInfo
+    hunks: list[tuple[str, diffs.DiffHunk]]
+
+
+@dataclass(frozen=True, slots=True)
+class DiffSearchResult:
+    matches: list[DiffMatch]
+    limit_hit: bool
+    timed_out: bool
+    unknown_repos: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    repo: str
+    base: str
+    head: str
+    base_commit: str
+    head_commit: str
+    files: list[diffs.FileDiff]  # this page, ordered by path
+    total_files: int
+    total_added: int
+    total_deleted: int
+    has_next_page: bool
+    end_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ContributorRepo:
+    repo: str
+    commit_count: int
+    last_commit_at: datetime
+
+
+# ---- query plan ----------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Scope:
+    """The repositories a query covers: the rows' filter and the Repo objects by id."""
+
+    repos: dict[int, Repo]
+    unknown: list[str]
+    everything: bool  # no repo_id filter needed (the actor reads all and asked for all)
+
+
+@dataclass(slots=True)
+class _Plan:
+    scope: _Scope
+    conditions: list[ColumnElement[bool]]
+    # Python-side filter per repo for revisions git must answer (tags, commits): allowed SHAs.
+    reachable: dict[int, set[str]] | None = None
+    content_terms: list[str] = field(default_factory=list)
+
+
+def _int_param(value: int | None, name: str, default: int, low: int, high: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidInput(
+            f"`{name}` must be an integer from {low} to {high}, got {value!r}",
+            hint=f"omit `{name}` for the default ({default})",
+        )
+    return value
+
+
+def _terms(values: Sequence[str] | None, name: str) -> list[str]:
+    if values is None:
+        return []
+    if isinstance(values, str) or not all(isinstance(v, str) for v in values):
+        raise InvalidInput(f"`{name}` must be an array of strings", hint=f'e.g. "{name}": ["fix"]')
+    return [v.strip() for v in values if v.strip()]
+
+
+def _like_any(column: Any, terms: Sequence[str]) -> ColumnElement[bool]:
+    # Lower-cased terms against lower-cased columns: the same case-insensitive semantics on both engines.
+    return or_(*(column.contains(term.lower(), autoescape=True) for term in terms))
+
+
+class HistoryService:
+    """History queries for an actor, plus `index_repo` used by the sync listener."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.db = runtime.db
+        self.indexer = CommitIndexer(runtime.db)
+        self.mirrors = diffs.MirrorCache()
+        self.listening = False  # set by history.setup once the sync listener is registered
+
+    @classmethod
+    def create(cls, runtime: Runtime) -> Self:
+        return cls(runtime)
+
+    @property
+    def repos(self) -> RepoService:
+        return self.runtime.get(RepoService)
+
+    # ---- indexing ---------------------------------------------------------------------------------------
+
+    def index_repo(self, repo: Repo) -> IndexStats:
+        """Record the commits of `repo`'s refs that are not indexed yet (called after every sync)."""
+        return self.indexer.index_repo(repo.id, repo.mirror_path)
+
+    def reindex_all(self) -> list[IndexStats]:
+        """Index every ready repository (catch-up after installing history on an existing instance)."""
+        return [self.index_repo(r) for r in self.repos.readable(INTERNAL) if r.sync_state == "ready"]
+
+    # ---- scope ------------------------------------------------------------------------------------------
+
+    def _scope(self, actor: Actor, names: Sequence[str] | None, *, required: bool = True) -> _Scope:
+        """Resolve `repos` entries (names or /regex/) among the repositories the actor may read."""
+        entries = _terms(names, "repos")
+        readable = {repo.id: repo for repo in self.repos.readable(actor)}
+        if not entries:
+            if required:
+                raise InvalidInput(
+                    "`repos` must name at least one repository",
+                    hint='pass repository names, or a pattern like "/^github.com/org//"',
+                )
+            return _Scope(readable, [], actor.site_admin or actor.is_internal)
+        by_name = {repo.name: repo for repo in readable.values()}
+        by_lower = {name.lower(): repo for name, repo in by_name.items()}
+        chosen: dict[int, Repo] = {}
+        unknown: list[str] = []
+        for entry in entries:
+            if len(entry) > 2 and entry.startswith("/") and entry.endswith("/"):
+                pattern = self._compile(entry[1:-1], "repos")
+                hits = [repo for name, repo in by_name.items() if pattern.search(name)]
+            else:
+                repo = by_name.get(entry) or by_lower.get(entry.lower())
+                hits = [repo] if repo else []
+            if not hits:
+                unknown.append(entry)
+            chosen.update((repo.id, repo) for repo in hits)
+        if not chosen:
+            raise NotFound(
+                f"no repository found for: {', '.join(unknown)}",
+                hint="check the names with list_repos; patterns are written /regex/",
+            )
+        everything = (actor.site_admin or actor.is_internal) and len(chosen) == len(readable)
+        return _Scope(chosen, unknown, everything)
+
+    @staticmethod
+    def _compile(pattern: str, param: str) -> Any:
+        try:
+            return re2.compile(pattern)
+        except Exception as exc:  # re2.error has no stable public name across versions
+            raise InvalidInput(
+                f"invalid regular expression in `{param}`: {pattern!r} ({exc})",
+                hint="RE2 syntax; escape special characters like ( [ . with a backslash",
+            ) from None
+
+    # ---- revisions --------------------------------------------------------------------------------------
+
+    def _revision_filter(
+        self, scope: _Scope, revisions: list[str]
+    ) -> tuple[ColumnElement[bool] | None, dict[int, set[str]] | None]:
+        """SQL condition for branch revisions, or per-repo reachable SHA sets when tags/commits are named."""
+        head_ids, tips, needs_git = self._match_revisions(scope, revisions)
+        if not needs_git:
+            ref_match = exists().where(
+                HistoryCommitRef.commit_id == HistoryCommit.id, HistoryCommitRef.ref_id.in_(head_ids)
+            )
+            return ref_match, None
+        reachable: dict[int, set[str]] = {}
+        for repo_id, shas in tips.items():
+            walk = gitlog.rev_list(scope.repos[repo_id].mirror_path, shas)
+            with contextlib.closing(walk):
+                reachable[repo_id] = set(itertools.islice(walk, MAX_REACHABLE))
+        # Repositories where no revision matched contribute nothing.
+        scope.repos = {rid: repo for rid, repo in scope.repos.items() if rid in reachable}
+        scope.everything = False
+        return None, reachable
+
+    def _match_revisions(self, scope: _Scope, revisions: list[str]) -> tuple[list[int], dict[int, set[str]], bool]:
+        """Branch ref ids, per-repo tip SHAs, and whether any tag/commit (answered by git) was named."""
+        with self.db.session() as session:
+            query = select(HistoryRef.id, HistoryRef.repo_id, HistoryRef.name, HistoryRef.target)
+            if not scope.everything:
+                query = query.where(HistoryRef.repo_id.in_(list(scope.repos)))
+            refs = session.execute(query).all()
+        matched: set[str] = set()
+        head_ids: list[int] = []
+        tips: dict[int, set[str]] = {}
+        needs_git = False
+        for ref_id, repo_id, name, target in refs:
+            repo = scope.repos.get(repo_id)
+            hits = [r for r in revisions if repo and _ref_matches(r, name, repo.default_branch)]
+            if not hits:
+                continue
+            matched.update(hits)
+            tips.setdefault(repo_id, set()).add(target)
+            if name.startswith("refs/heads/"):
+                head_ids.append(ref_id)
+            else:
+                needs_git = True
+        for revision in [r for r in revisions if r not in matched and _SHA.match(r)]:
+            for repo in scope.repos.values():
+                if sha := self._peel(repo, revision):
+                    matched.add(revision)
+                    tips.setdefault(repo.id, set()).add(sha)
+                    needs_git = True
+        if missing := [r for r in revisions if r not in matched]:
+            raise InvalidInput(
+                f"revision not found in the selected repositories: {', '.join(missing)}",
+                hint="use branch or tag names, ref globs like refs/heads/release-*, or commit SHAs "
+                "(list_refs shows them)",
+            )
+        return head_ids, tips, needs_git
+
+    def _peel(self, repo: Repo, revision: str) -> str | None:
+        try:
+            obj = self.mirrors.open(repo.mirror_path).revparse_single(revision)
+            return str(obj.peel(pygit2.Commit).id)
+        except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
+            return None
+
+    # ---- commit_search ----------------------------------------------------------------------------------
+
+    def _plan(
+        self,
+        actor: Actor,
+        repos: Sequence[str] | None,
+        *,
+        message_terms: Sequence[str] | None = None,
+        authors: Sequence[str] | None = None,
+        files: Sequence[str] | None = None,
+        after: str | None = None,
+        before: str | None = None,
+        revisions: Sequence[str] | None = None,
+    ) -> _Plan:
+        start, end = parse_range(after, before)
+        scope = self._scope(actor, repos)
+        conditions: list[ColumnElement[bool]] = []
+        if terms := _terms(message_terms, "messageTerms"):
+            conditions.append(_like_any(HistoryCommit.search_text, terms))
+        if names := _terms(authors, "authors"):
+            conditions.append(HistoryCommit.author_id.in_(_author_ids_query(names)))
+        if paths := _terms(files, "files"):
+            conditions.append(or_(*(HistoryCommit.paths.contains(p, autoescape=True) for p in paths)))
+        if start is not None:
+            conditions.append(HistoryCommit.committed_at >= start)
+        if end is not None:
+            conditions.append(HistoryCommit.committed_at < end)
+        reachable = None
+        if revs := _terms(revisions, "revisions"):
+            condition, reachable = self._revision_filter(scope, revs)
+            if condition is not None:
+                conditions.append(condition)
+        if not scope.everything:
+            conditions.append(HistoryCommit.repo_id.in_(list(scope.repos)))
+        return _Plan(scope, conditions, reachable)
+
+    def commit_search(
+        self,
+        actor: Actor,
+        repos: Sequence[str],
+        *,
+        message_terms: Sequence[str] | None = None,
+        authors: Sequence[str] | None = None,
+        content_terms: Sequence[str] | None = None,
+        files: Sequence[str] | None = None,
+        after: str | None = None,
+        before: str | None = None,
+        revisions: Sequence[str] | None = None,
+        count: int | None = None,
+        timeout: float = SCAN_TIMEOUT,
+    ) -> CommitSearchResult:
+        """Commits matching every given kind of filter (values of one kind ORed), newest first (committer date).
+
+        `count` (default 50, max 100) caps the result; `limit_hit` says more matched. With `content_terms`
+        candidates are diffed one by one until `count` matched or `timeout` seconds passed (`timed_out`).
+        """
+        count = _int_param(count, "count", COMMIT_COUNT_DEFAULT, 1, COMMIT_COUNT_MAX)
+        plan = self._plan(
+            actor,
+            repos,
+            message_terms=message_terms,
+            authors=authors,
+            files=files,
+            after=after,
+            before=before,
+            revisions=revisions,
+        )
+        content = [t.lower() for t in _terms(content_terms, "contentTerms")]
+        if not content and plan.reachable is None:
+            with self.db.session() as session:
+                rows = session.execute(_commit_select(plan.conditions).limit(count + 1)).all()
+            commits = self._commit_infos(plan.scope, rows[:count])
+            return CommitSearchResult(commits, len(rows) > count, False, plan.scope.unknown)
+
+        def matches(repo: Repo, row: Any) -> bool:
+            diff = diffs.commit_diff(self.mirrors.open(repo.mirror_path), row.sha, context_lines=0)
+            if diff is None:
+                return False
+            return any(term in text.lower() for _, text in diffs.changed_lines(diff) for term in content)
+
+        found, limit_hit, timed_out = self._scan(plan, count, matches if content else None, timeout)
+        return CommitSearchResult(self._commit_infos(plan.scope, found), limit_hit, timed_out, plan.scope.unknown)
+
+    def _scan(
+        self, plan: _Plan, count: int, predicate: Callable[[Repo, Any], Any] | None, timeout: float
+    ) -> tuple[list[Any], bool, bool]:
+        """Walk candidates newest first in batches, keep those passing the filters; stop at count+1 or timeout."""
+        deadline = time.monotonic() + timeout
+        found: list[Any] = []
+        for row in self._candidates(plan.conditions):
+            if time.monotonic() > deadline:
+                return found, False, True
+            if plan.reachable is not None and row.sha not in plan.reachable.get(row.repo_id, ()):
+                continue
+            repo = plan.scope.repos.get(row.repo_id)
+            if repo is None:
+                continue
+            if predicate is not None and not predicate(repo, row):
+                continue
+            if len(found) == count:
+                return found, True, False
+            found.append(row)
+        return found, False, False
+
+    def _candidates(self, conditions: list[ColumnElement[bool]]) -> Iterator[Any]:
+        """Rows matching the SQL conditions, newest first, fetched in keyset-paginated batches."""
+        last: tuple[datetime, int] | None = None
+        while True:
+            page = list(conditions)
+            if last is not None:
+                page.append(
+                    or_(
+                        HistoryCommit.committed_at < last[0],
+                        and_(HistoryCommit.committed_at == last[0], HistoryCommit.id < last[1]),
+                    )
+                )
+            with self.db.session() as session:
+                rows = session.execute(_commit_select(page).limit(SCAN_BATCH)).all()
+            yield from rows
+            if len(rows) < SCAN_BATCH:
+                return
+            last = (rows[-1].committed_at, rows[-1].id)
+
+    def _commit_infos(self, scope: _Scope, rows: Sequence[Any]) -> list[CommitInfo]:
+        refs: dict[int, list[str]] = {}
+        if rows:
+            with self.db.session() as session:
+                for commit_id, name in session.execute(
+                    select(HistoryCommitRef.commit_id, HistoryRef.name)
+                    .join(HistoryRef, HistoryRef.id == HistoryCommitRef.ref_id)
+                    .where(HistoryCommitRef.commit_id.in_([row.id for row in rows]))
+                ):
+                    refs.setdefault(commit_id, []).append(name)
+        return [
+            CommitInfo(
+                repo=scope.repos[row.repo_id].name,
+                sha=row.sha,
+                parents=tuple(row.parents.split()),
+                author_name=row.author_name,
+                author_email=row.author_email,
+                authored_at=row.authored_at,
+                committed_at=row.committed_at,
+                subject=row.subject,
+                message=row.message,
+                paths=tuple(row.paths.split("\n")) if row.paths else (),
+                refs=tuple(sorted(refs.get(row.id, []))),
+            )
+            for row in rows
+        ]
+
+    # ---- diff_search ------------------------------------------------------------------------------------
+
+    def diff_search(
+        self,
+        actor: Actor,
+        pattern: str,
+        repos: Sequence[str],
+        *,
+        added: bool | None = None,
+        removed: bool | None = None,
+        authors: Sequence[str] | None = None,
+        after: str | None = None,
+        before: str | None = None,
+        revisions: Sequence[str] | None = None,
+        count: int | None = None,
+        timeout: float = SCAN_TIMEOUT,
+    ) -> DiffSearchResult:
+        """Commits whose added and/or removed lines match `pattern` (RE2, case-sensitive), newest first.
+
+        `added`/`removed`: only added / only removed lines (both or neither: either kind). Each match carries
+        the hunks containing a matching line (context lines included) with the match offsets marked.
+        """
+        if not isinstance(pattern, str) or not pattern:
+            raise InvalidInput("`pattern` must be a non-empty string", hint='e.g. "pattern": "func Open\\\\("')
+        regex = self._compile(pattern, "pattern")
+        count = _int_param(count, "count", DIFF_COUNT_DEFAULT, 1, DIFF_COUNT_MAX)
+        origins = ("+" if added else "") + ("-" if removed else "") or "+-"
+        plan = self._plan(actor, repos, authors=authors, after=after, before=before, revisions=revisions)
+        hunks_of: dict[str, list[tuple[str, diffs.DiffHunk]]] = {}
+
+        def matches(repo: Repo, row: Any) -> bool:
+            diff = diffs.commit_diff(self.mirrors.open(repo.mirror_path), row.sha, context_lines=3)
+            if diff is None:
+                return False
+            hunks = _matching_hunks(diff, regex, origins)
+            if hunks:
+                hunks_of[f"{row.repo_id}:{row.sha}"] = hunks
+            return bool(hunks)
+
+        rows, limit_hit, timed_out = self._scan(plan, count, matches, timeout)
+        infos = self._commit_infos(plan.scope, rows)
+        found = [DiffMatch(info, hunks_of[f"{row.repo_id}:{row.sha}"]) for info, row in zip(infos, rows, strict=True)]
+        return DiffSearchResult(found, limit_hit, timed_out, plan.scope.unknown)
+
+    # ---- compare_revisions ------------------------------------------------------------------------------
+
+    def compare(
+        self, actor: Actor, repo: str, base: str, head: str, *, first: int | None = None, after: str | None = None
+    ) -> Comparison:
+        """The diff from `base` to `head` (their trees), files ordered by path, `first` per page after `after`."""
+        first = _int_param(first, "first", COMPARE_FIRST_DEFAULT, 1, COMPARE_FIRST_MAX)
+        offset = _decode_cursor(after) if after else 0
+        for value, name in ((base, "base"), (head, "head")):
+            if not isinstance(value, str) or not value.strip():
+                raise InvalidInput(f"`{name}` must be a revision (branch, tag or commit)", hint="e.g. main")
+        base_rev = self.repos.resolve(actor, repo, base.strip())
+        head_rev = self.repos.resolve(actor, repo, head.strip())
+        git_repo = self.mirrors.open(base_rev.repo.mirror_path)
+        diff = git_repo.diff(base_rev.commit, head_rev.commit, context_lines=3)
+        diff.find_similar()
+        stats = diff.stats
+        patches = sorted(((patch.delta.new_file.path, i) for i, patch in enumerate(diff) if patch is not None))
+        page_indices = [i for _, i in patches[offset : offset + first]]
+        files: list[diffs.FileDiff] = []
+        for index in page_indices:
+            files.extend(diffs.file_diffs([diff[index]], max_lines_per_file=MAX_LINES_PER_FILE))
+        has_next = offset + first < len(patches)
+        return Comparison(
+            repo=base_rev.repo.name,
+            base=base,
+            head=head,
+            base_commit=base_rev.commit,
+            head_commit=head_rev.commit,
+            files=files,
+            total_files=stats.files_changed,
+            total_added=stats.insertions,
+            total_deleted=stats.deletions,
+            has_next_page=has_next,
+            end_cursor=_encode_cursor(offset + len(files)) if has_next else None,
+        )
+
+    # ---- get_contributor_repos --------------------------------------------------------------------------
+
+    def contributor_repos(
+        self, actor: Actor, authors: Sequence[str], *, limit: int | None = None, min_commits: int | None = None
+    ) -> list[ContributorRepo]:
+        """Readable repositories the authors (name or e-mail substrings) committed to: count desc, then recency."""
+        names = _terms(authors, "authors")
+        if not names:
+            raise InvalidInput("`authors` must name at least one author", hint="an author name or e-mail address")
+        if len(names) > CONTRIB_AUTHORS_MAX:
+            raise InvalidInput(
+                f"at most {CONTRIB_AUTHORS_MAX} authors per call, got {len(names)}",
+                hint="split the authors over several calls",
+            )
+        limit = _int_param(limit, "limit", CONTRIB_LIMIT_DEFAULT, 1, CONTRIB_LIMIT_MAX)
+        min_commits = _int_param(min_commits, "minCommits", 1, 1, 1_000_000_000)
+        scope = self._scope(actor, None, required=False)
+        commits = func.count(HistoryCommit.id)
+        latest = func.max(HistoryCommit.committed_at)
+        query = (
+            select(HistoryCommit.repo_id, commits, latest)
+            .where(HistoryCommit.author_id.in_(_author_ids_query(names)))
+            .group_by(HistoryCommit.repo_id)
+            .having(commits >= min_commits)
+            .order_by(commits.desc(), latest.desc(), HistoryCommit.repo_id)
+        )
+        if not scope.everything:
+            query = query.where(HistoryCommit.repo_id.in_(list(scope.repos)))
+        with self.db.session() as session:
+            rows = session.execute(query.limit(limit)).all()
+        return [
+            ContributorRepo(scope.repos[repo_id].name, n, _aware(last))
+            for repo_id, n, last in rows
+            if repo_id in scope.repos
+        ]
+
+
+# ---- helpers ---------------------------------------------------------------------------------------------
+
+
+def _aware(value: Any) -> datetime:
+    # Guard: an aggregate may come back without the column's type processing (naive or as text on SQLite).
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    assert isinstance(value, datetime)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+def _ref_matches(revision: str, name: str, default_branch: str | None) -> bool:
+    short = name.removeprefix("refs/heads/").removeprefix("refs/tags/")
+    if revision == "HEAD":
+        return default_branch is not None and name == f"refs/heads/{default_branch}"
+    if any(ch in revision for ch in "*?["):
+        return fnmatch.fnmatchcase(name, revision) or fnmatch.fnmatchcase(short, revision)
+    return revision in (name, short)
+
+
+def _author_ids_query(names: Sequence[str]) -> Select[Any]:
+    return select(HistoryAuthor.id).where(_like_any(HistoryAuthor.search_key, names))
+
+
+def _commit_select(conditions: Sequence[ColumnElement[bool]]) -> Select[*tuple[Any, ...]]:
+    author = aliased(HistoryAuthor)
+    return (
+        select(
+            HistoryCommit.id,
+            HistoryCommit.repo_id,
+            HistoryCommit.sha,
+            HistoryCommit.parents,
+            HistoryCommit.authored_at,
+            HistoryCommit.committed_at,
+            HistoryCommit.subject,
+            HistoryCommit.message,
+            HistoryCommit.paths,
+            author.name.label("author_name"),
+            author.email.label("author_email"),
+        )
+        .join(author, author.id == HistoryCommit.author_id)
+        .where(*conditions)
+        .order_by(HistoryCommit.committed_at.desc(), HistoryCommit.id.desc())
+    )
+
+
+def _matching_hunks(diff: Any, regex: Any, origins: str) -> list[tuple[str, diffs.DiffHunk]]:
+    """Hunks with at least one added/removed line matching `regex`, matched ranges filled in."""
+    found: list[tuple[str, diffs.DiffHunk]] = []
+    for file in diffs.file_diffs(diff, max_lines_per_file=MAX_LINES_PER_FILE):
+        for hunk in file.hunks:
+            hit = False
+            for line in hunk.lines:
+                if line.origin in origins and line.origin != " ":
+                    ranges = [m.span() for m in regex.finditer(line.text)]
+                    if ranges:
+                        line.ranges = ranges
+                        hit = True
+            if hit:
+                found.append((file.path, hunk))
+                if len(found) >= MAX_HUNKS_PER_MATCH:
+                    return found
+    return found
+
+
+def _encode_cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"o": offset}).encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> int:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        offset = data["o"]
+        if not isinstance(offset, int) or offset < 0:
+            raise ValueError
+        return offset
+    except (ValueError, KeyError, TypeError, binascii.Error):
+        raise InvalidInput("invalid `after` cursor", hint="pass the endCursor of the previous page unchanged") from None

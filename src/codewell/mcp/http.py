@@ -1,0 +1,254 @@
+"""HTTP side of the MCP server: one route catching /.api/mcp and every subpath, the gate in front of the
+SDK transport, and RFC 9728 protected resource metadata at the host root.
+
+Gate order (each answer is final): `mcp.enabled` false → 404 `no route`; unknown subpath → 404 `no route`;
+bad Host → 421; bad Origin → 403; no credentials → 401 with a `WWW-Authenticate` challenge; an OAuth token
+issued for another resource → 401 `invalid_token`; a token without an MCP-capable scope → 403
+`insufficient_scope`; no `MCP#ACCESS` → 403 `forbidden`. The site config is read per request, so changes
+apply without a restart.
+
+Transport: the SDK's Streamable HTTP session manager in stateless mode serves both protocol eras. A fresh
+manager runs per request (its task group lives exactly as long as the request), so nothing depends on the
+host application's lifespan and any replica can answer any request.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio.to_thread
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import BaseRoute, Route
+from starlette.types import Receive, Scope, Send
+
+from codewell.core.actors import Actor
+from codewell.core.errors import PermissionDenied, Unauthenticated
+from codewell.core.tools import Endpoint
+from codewell.mcp.registry import ToolRegistry
+from codewell.mcp.server import ToolCaller, build_server
+from codewell.runtime import Runtime
+from codewell.web.errors import error_body
+from codewell.web.requests import actor_of
+
+log = logging.getLogger(__name__)
+
+MCP_PREFIX = "/.api/mcp"
+PRM_PREFIX = "/.well-known/oauth-protected-resource"
+MAX_BODY_BYTES = 4 * 1024 * 1024
+MCP_SCOPE = "mcp"
+# Token scopes that may use the MCP endpoints (OAuth tokens carry "mcp"; access tokens usually "user:all").
+MCP_CAPABLE_SCOPES = frozenset({"mcp", "user:all"})
+_ENDPOINTS = {"": Endpoint.CORE, "/all": Endpoint.ALL, "/deepsearch": Endpoint.DEEPSEARCH}
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+
+
+def endpoint_for_path(path: str) -> Endpoint | None:
+    """The endpoint for a request path under /.api/mcp (a trailing slash is tolerated), else None."""
+    rest = path[len(MCP_PREFIX) :]
+    if rest and not rest.startswith("/"):
+        return None
+    return _ENDPOINTS.get(rest.rstrip("/"))
+
+
+def resource_url(runtime: Runtime, endpoint: Endpoint) -> str:
+    """The canonical URL of an endpoint: the RFC 8707 resource / RFC 9728 `resource` value."""
+    return runtime.external_url + endpoint.value
+
+
+def resource_metadata_url(runtime: Runtime, endpoint: Endpoint) -> str:
+    return runtime.external_url + PRM_PREFIX + endpoint.value
+
+
+def _host_name(host: str) -> str:
+    """The host part of a Host header or URL netloc (IPv6 brackets kept off), lower-cased."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _is_loopback(name: str) -> bool:
+    if name in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def host_allowed(runtime: Runtime, host: str | None) -> bool:
+    """DNS-rebinding guard: the Host must be the external URL's host, a loopback name, or (when the server
+    listens on all interfaces without a configured external URL) anything, since the name is unknowable."""
+    if not host:
+        return False
+    name = _host_name(host)
+    if _is_loopback(name):
+        return True
+    external = urlsplit(runtime.external_url).hostname or ""
+    if name == external.lower():
+        return True
+    configured = runtime.config.external_url or runtime.settings.external_url
+    return not configured and runtime.settings.host in {"0.0.0.0", "::", ""}
+
+
+def origin_allowed(runtime: Runtime, origin: str | None, host: str | None) -> bool:
+    """Browsers send Origin on cross-site requests: allow none, the instance's own origin, or loopback pages."""
+    if not origin:
+        return True
+    parts = urlsplit(origin)
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        return False
+    if _is_loopback(parts.hostname.lower()):
+        return True
+    external = urlsplit(runtime.external_url)
+    if (parts.scheme, parts.netloc.lower()) == (external.scheme, external.netloc.lower()):
+        return True
+    # Same-origin requests (the Host was validated above).
+    return parts.netloc.lower() == (host or "").lower()
+
+
+def challenge(runtime: Runtime, endpoint: Endpoint, error: str = "", description: str = "") -> str:
+    """The RFC 6750/9728 `WWW-Authenticate` value for this endpoint."""
+    params = [f'resource_metadata="{resource_metadata_url(runtime, endpoint)}"', f'scope="{MCP_SCOPE}"']
+    if error:
+        params.insert(0, f'error="{error}"')
+        if description:
+            params.insert(1, f'error_description="{description}"')
+    return "Bearer " + ", ".join(params)
+
+
+def _json_error(status: int, code: str, message: str, hint: str | None = None, **headers: str) -> Response:
+    error = (Unauthenticated if status == 401 else PermissionDenied)(message, hint=hint)
+    body = error_body(error)
+    body["error"]["code"] = code  # type: ignore[index]
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def has_mcp_access(runtime: Runtime, actor: Actor) -> bool:
+    """`MCP#ACCESS` through the accounts service (the User role has it by default)."""
+    try:
+        from codewell.accounts.service import AccountService
+    except ImportError:  # accounts not installed in this build: every signed-in user has the default role
+        return actor.is_user
+    return runtime.get(AccountService).has_permission(actor, "MCP#ACCESS")
+
+
+def _bearer_token(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    return value.strip() if scheme.lower() == "bearer" and value.strip() else None
+
+
+class McpGate:
+    """ASGI app for /.api/mcp and every subpath: gating, then the SDK transport of the endpoint's server."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.caller = ToolCaller(runtime, runtime.get(ToolRegistry))
+        self.servers = {endpoint: build_server(runtime, self.caller, endpoint) for endpoint in Endpoint}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = await self._gate(Request(scope, receive))
+        if isinstance(response, Response):
+            await response(scope, receive, send)
+            return
+        manager = StreamableHTTPSessionManager(
+            self.servers[response], stateless=True, max_request_body_size=MAX_BODY_BYTES
+        )
+        async with manager.run():
+            await manager.handle_request(scope, receive, send)
+
+    async def _gate(self, request: Request) -> Response | Endpoint:
+        runtime = self.runtime
+        if not runtime.config.mcp_enabled:
+            return PlainTextResponse("no route", status_code=404)
+        endpoint = endpoint_for_path(request.url.path)
+        if endpoint is None:
+            return PlainTextResponse("no route", status_code=404)
+        host = request.headers.get("host")
+        if not host_allowed(runtime, host):
+            return PlainTextResponse("Invalid Host header", status_code=421)
+        if not origin_allowed(runtime, request.headers.get("origin"), host):
+            return PlainTextResponse("Invalid Origin header", status_code=403)
+        actor = actor_of(request)
+        if actor.is_anonymous or actor.is_internal:
+            return _json_error(
+                401,
+                "unauthenticated",
+                "authentication required",
+                "send an access token (Authorization: token <token>) or sign in with OAuth (scope mcp)",
+                **{"WWW-Authenticate": challenge(runtime, endpoint)},
+            )
+        if actor.via == "oauth":
+            token = _bearer_token(request)
+            problem = await anyio.to_thread.run_sync(self._oauth_problem, token, endpoint)
+            if problem:
+                return _json_error(
+                    401,
+                    "invalid_token",
+                    problem,
+                    "start the OAuth flow again for this endpoint URL",
+                    **{"WWW-Authenticate": challenge(runtime, endpoint, "invalid_token", problem)},
+                )
+        if actor.scopes and not actor.scopes & MCP_CAPABLE_SCOPES:
+            return _json_error(
+                403,
+                "insufficient_scope",
+                "the token's scopes do not include mcp",
+                "use a token with scope mcp or user:all",
+                **{"WWW-Authenticate": challenge(runtime, endpoint, "insufficient_scope")},
+            )
+        allowed = await anyio.to_thread.run_sync(has_mcp_access, runtime, actor)
+        if not allowed:
+            return PlainTextResponse("forbidden", status_code=403)
+        return endpoint
+
+    def _oauth_problem(self, token: str | None, endpoint: Endpoint) -> str:
+        """ "" when the OAuth token was issued for this endpoint (RFC 8707 audience), else why not."""
+        from codewell.oauth.service import OAuthService
+
+        if token is None:
+            return "OAuth tokens must be sent in the Authorization header"
+        return self.runtime.get(OAuthService).audience_problem(token, resource_url(self.runtime, endpoint))
+
+
+def protected_resource_metadata(runtime: Runtime, endpoint: Endpoint | None) -> dict[str, Any]:
+    """RFC 9728 metadata; `endpoint=None` describes the whole instance (the host-root document)."""
+    resource = resource_url(runtime, endpoint) if endpoint else runtime.external_url
+    return {
+        "resource": resource,
+        "authorization_servers": [runtime.external_url],
+        "scopes_supported": [MCP_SCOPE],
+        "bearer_methods_supported": ["header"],
+        "resource_name": "codewell MCP server" + (f" ({endpoint.value})" if endpoint else ""),
+        "resource_documentation": runtime.external_url + "/help/mcp",
+    }
+
+
+def _prm_route(runtime: Runtime, path: str, endpoint: Endpoint | None) -> Route:
+    async def metadata(request: Request) -> Response:
+        if not runtime.config.mcp_enabled:
+            return PlainTextResponse("no route", status_code=404)
+        return JSONResponse(
+            protected_resource_metadata(runtime, endpoint),
+            headers={"Access-Control-Allow-Origin": "*", "Cache-Control": "max-age=300"},
+        )
+
+    return Route(path, metadata, methods=["GET"])
+
+
+def routes(runtime: Runtime) -> list[BaseRoute]:
+    """The MCP routes: the gate for /.api/mcp and its subpaths, and the protected resource metadata."""
+    gate = McpGate(runtime)
+    endpoint_routes: list[BaseRoute] = [
+        Route(MCP_PREFIX, gate, methods=None),
+        Route(MCP_PREFIX + "/{rest:path}", gate, methods=None),
+    ]
+    prm: list[BaseRoute] = [_prm_route(runtime, PRM_PREFIX + e.value, e) for e in Endpoint]
+    prm.append(_prm_route(runtime, PRM_PREFIX, None))
+    return [*endpoint_routes, *prm]

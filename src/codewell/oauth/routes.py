@@ -1,0 +1,412 @@
+"""HTTP adapters of the OAuth authorization server (under /.auth/idp/oauth/) and its admin REST API.
+
+Every handler is thin: parse the form/JSON, call OAuthService, shape the RFC-defined response.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import html
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+import anyio.to_thread
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from codewell.core.errors import InvalidInput, Unauthenticated
+from codewell.oauth.errors import OAuthError
+from codewell.oauth.service import AUTH_METHODS, SCOPE, AuthorizationRequest, OAuthService
+from codewell.runtime import Runtime
+from codewell.web.requests import actor_of
+
+log = logging.getLogger(__name__)
+
+PREFIX = "/.auth/idp/oauth"
+MAX_FORM_BYTES = 64 * 1024
+CORS = {
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Allow-Headers": "Authorization, Content-Type, MCP-Protocol-Version",
+}
+NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def metadata(runtime: Runtime) -> dict[str, Any]:
+    """RFC 8414 authorization server metadata."""
+    issuer = runtime.get(OAuthService).issuer
+    base = issuer + PREFIX
+    document: dict[str, Any] = {
+        "issuer": issuer,
+        "authorization_endpoint": base + "/authorize",
+        "token_endpoint": base + "/token",
+        "revocation_endpoint": base + "/revoke",
+        "introspection_endpoint": base + "/introspect",
+        "userinfo_endpoint": base + "/userinfo",
+        "scopes_supported": [SCOPE],
+        "response_types_supported": ["code"],
+        "response_modes_supported": ["query"],
+        "grant_types_supported": ["authorization_code", "refresh_token"],
+        "code_challenge_methods_supported": ["S256"],
+        "token_endpoint_auth_methods_supported": list(AUTH_METHODS),
+        "revocation_endpoint_auth_methods_supported": list(AUTH_METHODS),
+        "introspection_endpoint_auth_methods_supported": list(AUTH_METHODS),
+        "authorization_response_iss_parameter_supported": True,
+        "client_id_metadata_document_supported": True,
+        "service_documentation": issuer + "/help/mcp",
+    }
+    if runtime.config.mcp_dynamic_client_registration_enabled:
+        document["registration_endpoint"] = base + "/register"
+    return document
+
+
+def _oauth_error(exc: OAuthError, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    extra = dict(headers or {})
+    if exc.status == 401:
+        extra["WWW-Authenticate"] = 'Basic realm="codewell"'
+    return JSONResponse(exc.as_json(), status_code=exc.status, headers={**NO_STORE, **CORS, **extra})
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """The urlencoded body (single values; a repeated parameter is an error per RFC 6749 §3.1)."""
+    body = await request.body()
+    if len(body) > MAX_FORM_BYTES:
+        raise OAuthError("invalid_request", "request body too large")
+    pairs = parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
+    form: dict[str, str] = {}
+    for key, value in pairs:
+        if key in form and key != "resource":
+            raise OAuthError("invalid_request", f"parameter {key} given more than once")
+        form[key] = value
+    return form
+
+
+def _client_credentials(request: Request, form: Mapping[str, str]) -> tuple[str, str | None]:
+    """client_id and secret from HTTP Basic (client_secret_basic) or the form (client_secret_post / none)."""
+    header = request.headers.get("authorization", "")
+    if header[:6].lower() == "basic ":
+        try:
+            decoded = base64.b64decode(header[6:].strip()).decode()
+            user, _, password = decoded.partition(":")
+        except ValueError:
+            raise OAuthError("invalid_client", "malformed Basic credentials", status=401) from None
+        from urllib.parse import unquote
+
+        return unquote(user), unquote(password)
+    return form.get("client_id", ""), form.get("client_secret")
+
+
+def _with_query(uri: str, params: Mapping[str, str | None]) -> str:
+    parts = urlsplit(uri)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    query.extend((k, v) for k, v in params.items() if v is not None)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), ""))
+
+
+def _consent_mac(runtime: Runtime, user_id: int, req: AuthorizationRequest) -> str:
+    """Ties the consent form to the signed-in user and the exact request (CSRF protection)."""
+    message = "|".join(
+        [str(user_id), req.client.client_id, req.redirect_uri, req.code_challenge, req.resource, req.state or ""]
+    )
+    return hmac.new(runtime.secret_key(), b"oauth-consent|" + message.encode(), hashlib.sha256).hexdigest()
+
+
+def _consent_page(req: AuthorizationRequest, username: str, mac: str, params: Mapping[str, str]) -> HTMLResponse:
+    name = html.escape(req.client.client_name or req.client.client_id)
+    host = html.escape(urlsplit(req.redirect_uri).netloc or req.redirect_uri)
+    kind = {
+        "dynamic": "self-registered",
+        "static": "pre-registered by an administrator",
+        "metadata": "identified by its metadata document",
+    }
+    hidden = "".join(
+        f'<input type="hidden" name="{html.escape(k)}" value="{html.escape(v)}">' for k, v in params.items()
+    )
+    body = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Authorize {name} – codewell</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>body{{font-family:system-ui,sans-serif;max-width:36rem;margin:4rem auto;padding:0 1rem}}
+button{{font-size:1rem;padding:.5rem 1.2rem;margin-right:.5rem}}code{{background:#f3f3f3;padding:0 .2rem}}</style>
+</head><body>
+<h1>Authorize {name}?</h1>
+<p>Signed in as <strong>{html.escape(username)}</strong>.</p>
+<p><strong>{name}</strong> ({html.escape(kind.get(req.client.kind, req.client.kind))}) asks for the scope
+<code>mcp</code>: it may call the codewell MCP tools at <code>{html.escape(req.resource)}</code> as you, reading
+only repositories you can read. After you decide you return to <code>{host}</code>.</p>
+<form method="post" action="{PREFIX}/authorize">{hidden}
+<input type="hidden" name="consent" value="{mac}">
+<button type="submit" name="decision" value="approve" id="approve">Allow</button>
+<button type="submit" name="decision" value="deny" id="deny">Deny</button>
+</form></body></html>"""
+    return HTMLResponse(
+        body,
+        headers={"X-Frame-Options": "DENY", "Content-Security-Policy": "frame-ancestors 'none'", **NO_STORE},
+    )
+
+
+def _error_page(exc: OAuthError) -> HTMLResponse:
+    body = (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Authorization error – codewell</title>'
+        f"</head><body><h1>Authorization error</h1><p><code>{html.escape(exc.error)}</code>: "
+        f"{html.escape(exc.description)}</p></body></html>"
+    )
+    return HTMLResponse(body, status_code=400, headers=NO_STORE)
+
+
+class OAuthRoutes:
+    """The authorization server's endpoints and the admin client API, bound to one self.runtime."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.service = self.runtime.get(OAuthService)
+
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await anyio.to_thread.run_sync(fn, *args)
+
+    async def as_metadata(self, request: Request) -> Response:
+        return JSONResponse(await self.run(metadata, self.runtime), headers={**CORS, "Cache-Control": "max-age=300"})
+
+    def _authorization_params(
+        self, request: Request, form: Mapping[str, str] | None
+    ) -> tuple[dict[str, str], list[str]]:
+        items = list(request.query_params.multi_items()) if form is None else list(form.items())
+        params = {k: v for k, v in items if k != "resource"}
+        resources = [v for k, v in items if k == "resource" and v]
+        return params, resources
+
+    def _redirect_error(self, req_uri: str, state: str | None, exc: OAuthError) -> Response:
+        target = _with_query(
+            req_uri,
+            {"error": exc.error, "error_description": exc.description, "state": state, "iss": self.service.issuer},
+        )
+        return RedirectResponse(target, status_code=302, headers=NO_STORE)
+
+    async def _validated(self, params: dict[str, str], resources: list[str]) -> AuthorizationRequest | Response:
+        try:
+            validated: AuthorizationRequest = await self.run(
+                self.service.validate_authorization_request, params, resources
+            )
+            return validated
+        except OAuthError as exc:
+            if not exc.redirectable:
+                return _error_page(exc)
+            client_req = await self.run(self._redirect_target, params)
+            if client_req is None:
+                return _error_page(exc)
+            return self._redirect_error(client_req, params.get("state"), exc)
+
+    def _redirect_target(self, params: Mapping[str, str]) -> str | None:
+        """The redirect URI once client and redirect URI are known-good (for redirectable errors)."""
+        try:
+            client = self.service.get_client(params.get("client_id", ""))
+        except OAuthError:
+            return None
+        from codewell.oauth.service import redirect_matches
+
+        uri = params.get("redirect_uri") or (client.redirect_uris[0] if len(client.redirect_uris) == 1 else "")
+        return uri if uri and redirect_matches(client.redirect_uris, uri) else None
+
+    async def authorize(self, request: Request) -> Response:
+        if request.method == "POST":
+            return await self.authorize_decision(request)
+        params, resources = self._authorization_params(request, None)
+        validated = await self._validated(params, resources)
+        if isinstance(validated, Response):
+            return validated
+        actor = actor_of(request)
+        if not actor.is_user or actor.via != "session" or actor.user_id is None:
+            target = request.url.path + ("?" + request.url.query if request.url.query else "")
+            return RedirectResponse("/sign-in?returnTo=" + quote(target, safe=""), status_code=302)
+        all_params = dict(params)
+        if resources:
+            all_params["resource"] = resources[0]
+        mac = _consent_mac(self.runtime, actor.user_id, validated)
+        return _consent_page(validated, actor.username, mac, all_params)
+
+    async def authorize_decision(self, request: Request) -> Response:
+        try:
+            form = await _form(request)
+        except OAuthError as exc:
+            return _error_page(exc)
+        params, resources = self._authorization_params(request, form)
+        decision = params.pop("decision", "")
+        mac = params.pop("consent", "")
+        validated = await self._validated(params, resources)
+        if isinstance(validated, Response):
+            return validated
+        actor = actor_of(request)
+        if not actor.is_user or actor.via != "session" or actor.user_id is None:
+            return _error_page(OAuthError("access_denied", "sign in first, then approve the request again"))
+        if not hmac.compare_digest(mac, _consent_mac(self.runtime, actor.user_id, validated)):
+            return _error_page(
+                OAuthError("access_denied", "the consent form expired or was tampered with; start again")
+            )
+        if decision != "approve":
+            return self._redirect_error(
+                validated.redirect_uri, validated.state, OAuthError("access_denied", "the user denied the request")
+            )
+        code = await self.run(self.service.issue_code, actor.user_id, validated)
+        target = _with_query(
+            validated.redirect_uri, {"code": code, "state": validated.state, "iss": self.service.issuer}
+        )
+        return RedirectResponse(target, status_code=302, headers=NO_STORE)
+
+    async def token(self, request: Request) -> Response:
+        try:
+            form = await _form(request)
+            client_id, secret = _client_credentials(request, form)
+            client = await self.run(self.service.authenticate_client, client_id, secret)
+            grant = form.get("grant_type", "")
+            resources = [
+                v for k, v in parse_qsl((await request.body()).decode(), keep_blank_values=True) if k == "resource"
+            ]
+            if len(resources) > 1:
+                raise OAuthError("invalid_target", "request one resource per token")
+            resource = resources[0] if resources else None
+            if grant == "authorization_code":
+                result = await self.run(
+                    self.service.exchange_code,
+                    client,
+                    form.get("code", ""),
+                    form.get("redirect_uri"),
+                    form.get("code_verifier", ""),
+                    resource,
+                )
+            elif grant == "refresh_token":
+                result = await self.run(
+                    self.service.refresh, client, form.get("refresh_token", ""), form.get("scope"), resource
+                )
+            else:
+                raise OAuthError("unsupported_grant_type", f"grant_type {grant!r} is not supported")
+        except OAuthError as exc:
+            return _oauth_error(exc)
+        return JSONResponse(result.as_json(), headers={**NO_STORE, **CORS})
+
+    async def register(self, request: Request) -> Response:
+        if not self.runtime.config.mcp_dynamic_client_registration_enabled:
+            return PlainTextResponse("no route", status_code=404)
+        try:
+            body = await request.body()
+            if len(body) > MAX_FORM_BYTES:
+                raise OAuthError("invalid_client_metadata", "registration request too large")
+            import json
+
+            try:
+                document = json.loads(body or b"null")
+            except ValueError:
+                raise OAuthError("invalid_client_metadata", "the body must be a JSON object") from None
+            client, secret = await self.run(self.service.register_dynamic, document)
+        except OAuthError as exc:
+            if exc.status == 404:
+                return PlainTextResponse("no route", status_code=404)
+            return _oauth_error(exc)
+        response = client.as_json()
+        response.pop("kind")
+        response.pop("created_at")
+        response["client_id_issued_at"] = int(client.created_at.timestamp())
+        if secret:
+            response["client_secret"] = secret
+            response["client_secret_expires_at"] = 0
+        return JSONResponse(response, status_code=201, headers={**NO_STORE, **CORS})
+
+    async def revoke(self, request: Request) -> Response:
+        try:
+            form = await _form(request)
+            client_id, secret = _client_credentials(request, form)
+            client = await self.run(self.service.authenticate_client, client_id, secret) if client_id else None
+            await self.run(self.service.revoke, client, form.get("token", ""))
+        except OAuthError as exc:
+            return _oauth_error(exc)
+        return Response(status_code=200, headers={**NO_STORE, **CORS})
+
+    async def introspect(self, request: Request) -> Response:
+        try:
+            form = await _form(request)
+            client_id, secret = _client_credentials(request, form)
+            actor = actor_of(request)
+            result: dict[str, Any] = await self.run(self.service.introspect, form.get("token", ""))
+            if not actor.site_admin:
+                client = await self.run(self.service.authenticate_client, client_id, secret)
+                if result.get("active") and result.get("client_id") != client.client_id:
+                    result = {"active": False}  # a client may only introspect its own tokens
+        except OAuthError as exc:
+            return _oauth_error(exc)
+        return JSONResponse(result, headers=NO_STORE)
+
+    async def userinfo(self, request: Request) -> Response:
+        actor = actor_of(request)
+        if actor.via != "oauth" or actor.user_id is None:
+            return JSONResponse(
+                {"error": "invalid_token", "error_description": "send an OAuth access token"},
+                status_code=401,
+                headers={"WWW-Authenticate": 'Bearer error="invalid_token"', **CORS},
+            )
+        return JSONResponse(
+            {"sub": str(actor.user_id), "preferred_username": actor.username}, headers={**NO_STORE, **CORS}
+        )
+
+    async def preflight(self, request: Request) -> Response:
+        return Response(status_code=204, headers={**CORS, "Access-Control-Allow-Methods": "GET, POST, OPTIONS"})
+
+    # -- admin REST: /.api/oauth/clients ------------------------------------------------------------------------
+    async def clients_api(self, request: Request) -> Response:
+        actor = actor_of(request)
+        if actor.is_anonymous:
+            raise Unauthenticated("sign in or send an access token", hint="Authorization: token <token>")
+        if request.method == "GET":
+            clients = await self.run(self.service.list_clients, actor, request.query_params.get("kind"))
+            return JSONResponse({"clients": [c.as_json() for c in clients]})
+        try:
+            data = await request.json()
+        except ValueError:
+            raise InvalidInput("the body must be JSON", hint='{"name": "...", "redirect_uris": ["..."]}') from None
+        if not isinstance(data, dict) or not isinstance(data.get("redirect_uris"), list):
+            raise InvalidInput("redirect_uris (array) is required", hint='{"name": "...", "redirect_uris": ["..."]}')
+        client, secret = await self.run(
+            lambda: self.service.create_static_client(
+                actor, str(data.get("name", "")), data["redirect_uris"], confidential=bool(data.get("confidential"))
+            )
+        )
+        body = client.as_json()
+        if secret:
+            body["client_secret"] = secret
+        return JSONResponse(body, status_code=201)
+
+    async def client_api(self, request: Request) -> Response:
+        actor = actor_of(request)
+        if actor.is_anonymous:
+            raise Unauthenticated("sign in or send an access token", hint="Authorization: token <token>")
+        await self.run(self.service.delete_client, actor, request.path_params["client_id"])
+        return Response(status_code=204)
+
+    def cors(self, handler: Handler) -> Handler:
+        async def endpoint(request: Request) -> Response:
+            if request.method == "OPTIONS":
+                return await self.preflight(request)
+            return await handler(request)
+
+        return endpoint
+
+    def routes(self) -> list[BaseRoute]:
+        return [
+            Route("/.well-known/oauth-authorization-server", self.as_metadata, methods=["GET"]),
+            Route(PREFIX + "/authorize", self.authorize, methods=["GET", "POST"]),
+            Route(PREFIX + "/token", self.cors(self.token), methods=["POST", "OPTIONS"]),
+            Route(PREFIX + "/register", self.cors(self.register), methods=["POST", "OPTIONS"]),
+            Route(PREFIX + "/revoke", self.cors(self.revoke), methods=["POST", "OPTIONS"]),
+            Route(PREFIX + "/introspect", self.introspect, methods=["POST"]),
+            Route(PREFIX + "/userinfo", self.cors(self.userinfo), methods=["GET", "OPTIONS"]),
+            Route("/.api/oauth/clients", self.clients_api, methods=["GET", "POST"]),
+            Route("/.api/oauth/clients/{client_id:path}", self.client_api, methods=["DELETE"]),
+        ]
+
+
+def routes(runtime: Runtime) -> list[BaseRoute]:
+    """The authorization server's routes and the admin client API."""
+    return OAuthRoutes(runtime).routes()

@@ -1,0 +1,144 @@
+"""`codewell repos ...`: register, list, inspect, remove and sync repositories (thin over RepoService).
+
+The CLI acts as the service itself (INTERNAL): whoever can run it can read the data dir anyway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from codewell.cli.common import fail, handle_errors, open_runtime
+from codewell.core.actors import INTERNAL
+from codewell.repos.service import RepoService, SyncOutcome
+
+console = Console()
+
+
+@click.group("repos")
+def repos() -> None:
+    """Repositories: add, list, status, remove, sync."""
+
+
+def _sync_with_progress(service: RepoService, names: list[str]) -> list[SyncOutcome]:
+    """Sync `names` one after another, with a progress bar per clone (git's own phases and percentages)."""
+    outcomes = []
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[phase]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        for name in names:
+            task = progress.add_task(name, total=100, phase="starting")
+            outcome = service.sync_repo(INTERNAL, name, on_progress=_updater(progress, task))
+            status = "done" if outcome.ok else "[red]failed[/red]"
+            progress.update(task, completed=100, phase=status)
+            outcomes.append(outcome)
+    return outcomes
+
+
+def _updater(progress: Progress, task: TaskID) -> Callable[[str, int], None]:
+    def update(phase: str, percent: int) -> None:
+        progress.update(task, completed=percent, phase=phase.lower())
+
+    return update
+
+
+def _report(outcomes: list[SyncOutcome]) -> None:
+    failed = [o for o in outcomes if not o.ok]
+    for outcome in failed:
+        click.echo(f"error: {outcome.repo.name}: {outcome.error}", err=True)
+    if failed:
+        fail(f"{len(failed)} of {len(outcomes)} repositories failed to sync", "see `codewell repos status`")
+
+
+@repos.command("add")
+@click.argument("url")
+@click.option("--name", help="Repository name (default: host/path of the URL, local/<dir> for a path).")
+@click.option("--private", is_flag=True, help="Only site admins and granted users may read it.")
+@click.option("--branch", "branches", multiple=True, help="Branch to index beyond the default (repeatable).")
+@click.option("--credentials-env", help="Environment variable with `user:token` (or a token) for https.")
+@click.option("--sync/--no-sync", default=True, show_default=True, help="Clone it now.")
+@click.pass_context
+@handle_errors
+def add(
+    ctx: click.Context,
+    url: str,
+    name: str | None,
+    private: bool,
+    branches: tuple[str, ...],
+    credentials_env: str | None,
+    sync: bool,
+) -> None:
+    """Register a repository by clone URL (https, ssh, file) or local path, and clone it."""
+    service = open_runtime(ctx).get(RepoService)
+    repo = service.add_repo(
+        INTERNAL, url, name=name, private=private, branches=branches, credentials_env=credentials_env
+    )
+    click.echo(f"added {repo.name}")
+    if sync:
+        _report(_sync_with_progress(service, [repo.name]))
+
+
+@repos.command("list")
+@click.option("--query", default="", help="Substring of names.")
+@click.option("--limit", default=1000, show_default=True, type=int)
+@click.pass_context
+@handle_errors
+def list_(ctx: click.Context, query: str, limit: int) -> None:
+    """List repository names."""
+    page = open_runtime(ctx).get(RepoService).list_repos(INTERNAL, query, limit)
+    for repo in page.repos:
+        click.echo(repo.name)
+    if page.has_more:
+        click.echo(f"(more than {limit}; use --limit)")
+
+
+@repos.command("status")
+@click.argument("name", required=False)
+@click.pass_context
+@handle_errors
+def status(ctx: click.Context, name: str | None) -> None:
+    """Sync state, last fetch, size and last error of every repository (or of NAME)."""
+    service = open_runtime(ctx).get(RepoService)
+    repos_ = [service.get(INTERNAL, name)] if name else service.all_repos(INTERNAL)
+    table = Table("name", "state", "default branch", "last fetched (UTC)", "size", "last error")
+    for repo in repos_:
+        fetched = repo.last_fetched_at.strftime("%Y-%m-%d %H:%M:%S") if repo.last_fetched_at else "-"
+        size = f"{repo.size_bytes / 1e6:.1f} MB" if repo.size_bytes is not None else "-"
+        table.add_row(repo.name, repo.sync_state, repo.default_branch or "-", fetched, size, repo.last_error or "")
+    console.print(table)
+    for error in service.source_errors:
+        click.echo(f"source error: {error}", err=True)
+
+
+@repos.command("remove")
+@click.argument("name")
+@click.pass_context
+@handle_errors
+def remove(ctx: click.Context, name: str) -> None:
+    """Unregister NAME and delete its mirror and index."""
+    open_runtime(ctx).get(RepoService).remove_repo(INTERNAL, name)
+    click.echo(f"removed {name}")
+
+
+@repos.command("sync")
+@click.argument("name", required=False)
+@click.pass_context
+@handle_errors
+def sync_(ctx: click.Context, name: str | None) -> None:
+    """Reconcile the site config, then clone or fetch NAME (default: every repository) now."""
+    service = open_runtime(ctx).get(RepoService)
+    report = service.reconcile()
+    for error in report.errors:
+        click.echo(f"source error: {error}", err=True)
+    names = [service.get(INTERNAL, name).name] if name else [r.name for r in service.all_repos(INTERNAL)]
+    _report(_sync_with_progress(service, names))
+    click.echo(f"synced {len(names)} repositories")

@@ -1,0 +1,76 @@
+"""`codewell index [REPO]` (build shards with progress) and `codewell search QUERY` (thin over SearchService).
+
+The CLI acts as the service itself (INTERNAL): whoever can run it can read the data dir anyway.
+"""
+
+from __future__ import annotations
+
+import os
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from codewell.cli.common import fail, handle_errors, open_runtime
+from codewell.core.actors import INTERNAL
+from codewell.search.render import render_results
+from codewell.search.service import SearchService
+
+console = Console()
+
+
+@click.command("index")
+@click.argument("repo", required=False)
+@click.option("--force", is_flag=True, help="Rebuild even when the index is current.")
+@click.option("--workers", type=int, default=os.cpu_count() or 1, show_default=True, help="Indexing processes.")
+@click.pass_context
+@handle_errors
+def index(ctx: click.Context, repo: str | None, force: bool, workers: int) -> None:
+    """Index REPO (or every repository) at its default and extra branches."""
+    from codewell.repos.service import RepoService
+
+    runtime = open_runtime(ctx)
+    service = runtime.get(SearchService)
+    repos = runtime.get(RepoService)
+    targets = [repos.get(INTERNAL, repo)] if repo else repos.readable(INTERNAL)
+    failed = 0
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[detail]}"),
+        TimeElapsedColumn(),
+        console=console,
+    ) as progress:
+        for target in targets:
+            total = target.size_bytes or 0
+            task = progress.add_task(target.name, total=total or None, detail="reading files")
+
+            def update(docs: int, size: int, task: int = task) -> None:
+                progress.update(task, completed=size, detail=f"{docs} files, {size / 1e6:.0f} MB")
+
+            try:
+                status = service.index(target, workers=workers, force=force, progress=update)
+            except Exception as exc:  # report every repository, then fail once
+                failed += 1
+                progress.update(task, detail=f"[red]failed: {exc}[/red]")
+                continue
+            progress.update(
+                task,
+                completed=total,
+                detail=f"{status.documents} files, {status.content_bytes / 1e6:.0f} MB content, "
+                f"{status.index_bytes / 1e6:.0f} MB index",
+            )
+    if failed:
+        fail(f"{failed} of {len(targets)} repositories failed to index", "see the messages above")
+
+
+@click.command("search")
+@click.argument("query")
+@click.option("--count", type=int, help="Matching lines to collect.")
+@click.pass_context
+@handle_errors
+def search(ctx: click.Context, query: str, count: int | None) -> None:
+    """Search the indexed repositories and print results like the keyword_search tool."""
+    results = open_runtime(ctx).get(SearchService).search(INTERNAL, query, count=count)
+    click.echo(render_results(results, query).text)
+    click.echo(f"\n{results.match_count} matching lines in {results.duration_ms:.1f} ms", err=True)

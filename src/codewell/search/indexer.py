@@ -1,0 +1,78 @@
+"""Turn a git mirror into shard documents: the default branch plus extra branches, blobs shared once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pygit2
+
+from codewell.search.index.builder import SourceDoc, build_shard, skip_reason
+
+__all__ = ["branch_commits", "build_from_mirror", "commit_docs"]
+
+_SYMLINK = 0o120000
+
+
+def branch_commits(mirror: Path, default: str | None, extra: tuple[str, ...]) -> dict[str, str]:
+    """Branch name → commit sha for the default branch and those extra branches that exist."""
+    repo = pygit2.Repository(str(mirror))
+    found: dict[str, str] = {}
+    for name in (default, *extra):
+        if not name or name in found:
+            continue
+        ref = repo.references.get(f"refs/heads/{name}")
+        if ref is None:
+            continue
+        found[name] = str(ref.peel(pygit2.Commit).id)
+    return found
+
+
+def _walk(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str) -> Iterator[tuple[str, pygit2.Oid, int]]:
+    for entry in tree:
+        name = entry.name or ""
+        if entry.type_str == "tree":
+            yield from _walk(repo, repo[entry.id], f"{prefix}{name}/")  # type: ignore[arg-type]
+        elif entry.type_str == "blob" and entry.filemode != _SYMLINK:
+            yield f"{prefix}{name}", entry.id, entry.filemode
+
+
+def commit_docs(mirror: Path, commits: dict[str, str]) -> Iterator[SourceDoc]:
+    """Documents of every branch in `commits`; a (path, blob) present in several branches is yielded once."""
+    repo = pygit2.Repository(str(mirror))
+    seen: dict[tuple[str, pygit2.Oid], set[str]] = {}
+    per_branch: list[tuple[str, list[tuple[str, pygit2.Oid]]]] = []
+    for branch, sha in commits.items():
+        tree = repo[sha].peel(pygit2.Tree)
+        entries = [(path, oid) for path, oid, _mode in _walk(repo, tree, "")]
+        per_branch.append((branch, entries))
+        for path, oid in entries:
+            seen.setdefault((path, oid), set()).add(branch)
+    emitted: set[tuple[str, pygit2.Oid]] = set()
+    for _branch, entries in per_branch:
+        for path, oid in entries:
+            key = (path, oid)
+            if key in emitted:
+                continue
+            emitted.add(key)
+            blob = repo[oid]
+            assert isinstance(blob, pygit2.Blob)
+            size = blob.size
+            data = blob.data if size <= (1 << 20) else b""
+            reason = skip_reason(data, size)
+            yield SourceDoc(path, None if reason else data, size, frozenset(seen[key]), reason)
+
+
+def build_from_mirror(
+    target: Path,
+    mirror: Path,
+    commits: dict[str, str],
+    meta: dict[str, object],
+    *,
+    workers: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+) -> Path:
+    """Build the shard for `commits` of the mirror at `target` (atomically)."""
+    return build_shard(
+        target, {**meta, "branches": commits}, commit_docs(mirror, commits), workers=workers, progress=progress
+    )

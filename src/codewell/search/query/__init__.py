@@ -1,0 +1,1 @@
+"""Query language: parsing (no I/O) and planning regexes into required literals."""

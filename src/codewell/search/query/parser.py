@@ -1,0 +1,527 @@
+"""The search query language: one parser from query text to a `Query` (pattern tree plus filters).
+
+Pure code, no I/O. Grammar (AND binds tighter than OR; adjacent terms are ANDed):
+    or   := and (OR and)*
+    and  := unary ([AND] unary)*
+    unary:= NOT unary | '(' or ')' | term
+    term := word | "phrase" | /regex/
+Filters (`repo:`, `file:`, `lang:`, ...) may appear anywhere and apply to the whole query.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from codewell.core.errors import InvalidInput
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "MAX_TIMEOUT",
+    "And",
+    "Node",
+    "Not",
+    "Or",
+    "Pattern",
+    "Query",
+    "RepoFilter",
+    "parse_query",
+]
+
+DEFAULT_TIMEOUT = 10.0
+MAX_TIMEOUT = 60.0
+MAX_QUERY_LENGTH = 16_384
+
+_FIELD_ALIASES = {
+    "repo": "repo",
+    "r": "repo",
+    "file": "file",
+    "f": "file",
+    "path": "file",
+    "rev": "rev",
+    "revision": "rev",
+    "count": "count",
+    "lang": "lang",
+    "l": "lang",
+    "language": "lang",
+    "case": "case",
+    "type": "type",
+    "timeout": "timeout",
+    "patterntype": "patterntype",
+}
+_FIELD_RE = re.compile(r"(-?)([A-Za-z]+):")
+_KEYWORDS = {"and", "or", "not"}
+_GLOB_RE = re.compile(r"(^\*|\*\.|\*\*|\*$|^\*\w|\{[^}]*,[^}]*\})")
+
+
+@dataclass(frozen=True, slots=True)
+class Pattern:
+    """A leaf: `value` is an RE2 regex (literals and phrases are escaped); `text` is what the user typed."""
+
+    value: str
+    text: str
+    regex: bool
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class And:
+    children: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Or:
+    children: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Not:
+    child: Node
+
+
+Node = Pattern | And | Or | Not
+
+
+@dataclass(frozen=True, slots=True)
+class RepoFilter:
+    """An unanchored regex on repository names, with an optional revision (`repo:x@rev`)."""
+
+    pattern: str
+    revisions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Query:
+    """A parsed query: a pattern tree (None for filter-only queries) and the filters around it."""
+
+    expr: Node | None
+    repos: tuple[RepoFilter, ...] = ()
+    exclude_repos: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+    exclude_files: tuple[str, ...] = ()
+    languages: tuple[str, ...] = ()
+    exclude_languages: tuple[str, ...] = ()
+    revisions: tuple[str, ...] = ()
+    count: int | None = None
+    count_all: bool = False
+    case_sensitive: bool = False
+    type: str = "file"
+    timeout: float = DEFAULT_TIMEOUT
+    regex_default: bool = False
+    warnings: tuple[str, ...] = field(default=())
+
+    def patterns(self, *, positive_only: bool = True) -> list[Pattern]:
+        """Every leaf pattern, in query order (without negated ones unless asked)."""
+        found: list[Pattern] = []
+
+        def walk(node: Node, negated: bool) -> None:
+            if isinstance(node, Pattern):
+                if not (negated and positive_only):
+                    found.append(node)
+            elif isinstance(node, Not):
+                walk(node.child, not negated)
+            else:
+                for child in node.children:
+                    walk(child, negated)
+
+        if self.expr is not None:
+            walk(self.expr, False)
+        return found
+
+
+def _error(message: str, query: str, position: int, hint: str) -> InvalidInput:
+    """An InvalidInput whose message points at `position` (1-based column) in the query."""
+    snippet = query if len(query) <= 80 else query[max(0, position - 40) : position + 40]
+    return InvalidInput(f"{message} at column {position + 1}: {snippet!r}", hint=hint)
+
+
+# Tokens -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Tok:
+    kind: str  # "(", ")", "and", "or", "not", "term", "field"
+    value: str
+    position: int
+    regex: bool = False
+    quoted: bool = False
+    name: str = ""
+    negated: bool = False
+
+
+def _read_quoted(query: str, start: int, quote: str) -> tuple[str, int]:
+    """Read a quoted string starting at `start` (the quote); return (unescaped text, index after it)."""
+    out: list[str] = []
+    i = start + 1
+    while i < len(query):
+        ch = query[i]
+        if ch == "\\" and i + 1 < len(query) and query[i + 1] in (quote, "\\"):
+            out.append(query[i + 1])
+            i += 2
+            continue
+        if ch == quote:
+            return "".join(out), i + 1
+        out.append(ch)
+        i += 1
+    raise _error(
+        "unbalanced quote",
+        query,
+        start,
+        f"close the {quote} quote, or escape a literal quote as \\{quote}",
+    )
+
+
+def _read_regex(query: str, start: int) -> tuple[str, int]:
+    """Read `/regex/` starting at the opening slash; the closing slash must end the token."""
+    i = start + 1
+    while i < len(query):
+        ch = query[i]
+        if ch == "\\" and i + 1 < len(query):
+            i += 2
+            continue
+        if ch == "/" and (i + 1 == len(query) or query[i + 1].isspace() or query[i + 1] == ")"):
+            raw = query[start + 1 : i]
+            # `\/` is how a slash is written inside /.../; RE2 would also accept it, but unescape for clarity.
+            return raw.replace("\\/", "/"), i + 1
+        i += 1
+    raise _error("unterminated regex", query, start, "end the regex with a closing / (write \\/ for a slash)")
+
+
+def _read_word(query: str, start: int, group_depth: int) -> tuple[str, int]:
+    """Read a bare word; a `)` ends it only when it closes a group (parentheses inside words are kept)."""
+    i = start
+    depth = 0
+    while i < len(query) and not query[i].isspace():
+        ch = query[i]
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            if depth == 0 and group_depth > 0:
+                break
+            depth = max(0, depth - 1)
+        i += 1
+    return query[start:i], i
+
+
+def _tokenize(query: str) -> list[_Tok]:
+    tokens: list[_Tok] = []
+    depth = 0
+    i = 0
+    n = len(query)
+    while i < n:
+        ch = query[i]
+        if ch.isspace():
+            i += 1
+            continue
+        if ch == "(":
+            # `(` starts a group only when followed by something that is not a word character run to `)`:
+            # `foo()` stays a word, `(a OR b)` is a group.
+            depth += 1
+            tokens.append(_Tok("(", "(", i))
+            i += 1
+            continue
+        if ch == ")":
+            if depth == 0:
+                raise _error("unbalanced parenthesis", query, i, "remove the ) or add a matching (")
+            depth -= 1
+            tokens.append(_Tok(")", ")", i))
+            i += 1
+            continue
+        if ch == '"':
+            text, i = _read_quoted(query, i, '"')
+            tokens.append(_Tok("term", text, i, quoted=True))
+            continue
+        if ch == "/" and i + 1 < n and not query[i + 1].isspace():
+            start = i
+            text, i = _read_regex(query, i)
+            tokens.append(_Tok("term", text, start, regex=True))
+            continue
+        m = _FIELD_RE.match(query, i)
+        if m and m.group(2).lower() in _FIELD_ALIASES:
+            start = i
+            i = m.end()
+            if i < n and query[i] in "\"'":
+                value, i = _read_quoted(query, i, query[i])
+            else:
+                j = i
+                while j < n and not query[j].isspace() and not (query[j] == ")" and depth > 0):
+                    j += 1
+                value, i = query[i:j], j
+            name = _FIELD_ALIASES[m.group(2).lower()]
+            tokens.append(_Tok("field", value, start, name=name, negated=m.group(1) == "-"))
+            continue
+        start = i
+        word, i = _read_word(query, i, depth)
+        if word.lower() in _KEYWORDS:
+            tokens.append(_Tok(word.lower(), word, start))
+        else:
+            tokens.append(_Tok("term", word, start))
+    return tokens
+
+
+# Parser --------------------------------------------------------------------------------------------
+
+
+class _Parser:
+    def __init__(self, query: str, tokens: list[_Tok], regex_default: bool) -> None:
+        self.query = query
+        self.tokens = tokens
+        self.i = 0
+        self.regex_default = regex_default
+
+    def peek(self) -> _Tok | None:
+        return self.tokens[self.i] if self.i < len(self.tokens) else None
+
+    def parse(self) -> Node | None:
+        if not self.tokens:
+            return None
+        node = self.parse_or()
+        tok = self.peek()
+        if tok is not None:
+            raise _error("unbalanced parenthesis", self.query, tok.position, "remove the ) or add a matching (")
+        return node
+
+    def parse_or(self) -> Node:
+        children = [self.parse_and()]
+        while (tok := self.peek()) is not None and tok.kind == "or":
+            self.i += 1
+            if self.peek() is None or self.peek().kind in (")", "or", "and"):  # type: ignore[union-attr]
+                raise _error("OR needs a term on both sides", self.query, tok.position, "remove the trailing OR")
+            children.append(self.parse_and())
+        return children[0] if len(children) == 1 else Or(tuple(children))
+
+    def parse_and(self) -> Node:
+        children = [self.parse_unary()]
+        while (tok := self.peek()) is not None and tok.kind not in ("or", ")"):
+            if tok.kind == "and":
+                self.i += 1
+                nxt = self.peek()
+                if nxt is None or nxt.kind in (")", "or", "and"):
+                    raise _error("AND needs a term on both sides", self.query, tok.position, "remove the AND")
+            children.append(self.parse_unary())
+        return children[0] if len(children) == 1 else And(tuple(children))
+
+    def parse_unary(self) -> Node:
+        tok = self.peek()
+        if tok is None:
+            raise _error("expected a term", self.query, len(self.query), "finish the query after the operator")
+        if tok.kind == "not":
+            self.i += 1
+            if self.peek() is None or self.peek().kind in (")", "or", "and"):  # type: ignore[union-attr]
+                raise _error("NOT needs a term after it", self.query, tok.position, "write NOT <term>")
+            return Not(self.parse_unary())
+        if tok.kind == "(":
+            self.i += 1
+            if (nxt := self.peek()) is not None and nxt.kind == ")":
+                raise _error("empty parentheses", self.query, tok.position, "put a term inside ( ) or remove them")
+            node = self.parse_or()
+            close = self.peek()
+            if close is None or close.kind != ")":
+                raise _error("unbalanced parenthesis", self.query, tok.position, "add the missing )")
+            self.i += 1
+            return node
+        if tok.kind in ("and", "or"):
+            raise _error(
+                f"{tok.value.upper()} needs a term on both sides", self.query, tok.position, "remove the operator"
+            )
+        if tok.kind == ")":
+            raise _error("unbalanced parenthesis", self.query, tok.position, "remove the ) or add a matching (")
+        self.i += 1
+        return _pattern(self.query, tok, self.regex_default)
+
+
+def _pattern(query: str, tok: _Tok, regex_default: bool) -> Pattern:
+    if tok.regex or (regex_default and not tok.quoted):
+        check_regex(tok.value, query, tok.position)
+        return Pattern(tok.value, tok.value, True, tok.position)
+    return Pattern(re.escape(tok.value), tok.value, False, tok.position)
+
+
+def check_regex(pattern: str, query: str, position: int) -> None:
+    """Raise InvalidInput (pointing at `position`) when RE2 rejects `pattern`."""
+    from codewell.search.query.regex import compile_regex
+
+    try:
+        compile_regex(pattern, case_sensitive=True)
+    except InvalidInput as exc:
+        raise _error(exc.message, query, position, exc.hint or "fix the regex (RE2 syntax)") from None
+
+
+# Filters -------------------------------------------------------------------------------------------
+
+
+def parse_query(text: str, *, regex_default: bool = False) -> Query:
+    """Parse `text` into a Query, or raise InvalidInput naming the position and the fix."""
+    if len(text) > MAX_QUERY_LENGTH:
+        raise InvalidInput(
+            f"query is too long ({len(text)} characters, at most {MAX_QUERY_LENGTH})", hint="shorten the query"
+        )
+    if not text.strip():
+        raise InvalidInput("empty query", hint='type a search term, e.g. mutex_lock or "exact phrase" or /regex/')
+    tokens = _tokenize(text)
+    fields = [t for t in tokens if t.kind == "field"]
+    rest = [t for t in tokens if t.kind != "field"]
+    opts: dict[str, object] = {}
+    regex_default = _pattern_type(text, fields, regex_default)
+    for tok in fields:
+        _apply_field(text, tok, opts)
+    case_sensitive = bool(opts.get("case_sensitive", False))
+    expr = _Parser(text, rest, regex_default).parse()
+    repos: list[RepoFilter] = list(opts.get("repos", []))  # type: ignore[call-overload]
+    revisions: tuple[str, ...] = tuple(opts.get("revisions", ()))  # type: ignore[call-overload]
+    rev_tok = opts.get("rev_tok")
+    if isinstance(rev_tok, _Tok):
+        if not repos:
+            raise _error("rev: needs repo:", text, rev_tok.position, "add repo:<name> (rev: only works with repo:)")
+        if any(r.revisions for r in repos):
+            raise _error(
+                "rev: given twice (also as repo:x@rev)", text, rev_tok.position, "use either repo:x@rev or rev:"
+            )
+        repos = [RepoFilter(r.pattern, revisions) for r in repos]
+    qtype = str(opts.get("type", "file"))
+    if expr is None and not opts.get("files") and qtype != "path":
+        raise InvalidInput(
+            "the query has only filters and no search pattern",
+            hint="add a search term (or file:<regex> to list matching files)",
+        )
+    return Query(
+        expr=expr,
+        repos=tuple(repos),
+        exclude_repos=tuple(opts.get("exclude_repos", ())),  # type: ignore[call-overload]
+        files=tuple(opts.get("files", ())),  # type: ignore[call-overload]
+        exclude_files=tuple(opts.get("exclude_files", ())),  # type: ignore[call-overload]
+        languages=tuple(opts.get("languages", ())),  # type: ignore[call-overload]
+        exclude_languages=tuple(opts.get("exclude_languages", ())),  # type: ignore[call-overload]
+        revisions=revisions,
+        count=opts.get("count"),  # type: ignore[arg-type]
+        count_all=bool(opts.get("count_all", False)),
+        case_sensitive=case_sensitive,
+        type=qtype,
+        timeout=float(opts.get("timeout", DEFAULT_TIMEOUT)),  # type: ignore[arg-type]
+        regex_default=regex_default,
+    )
+
+
+def _pattern_type(text: str, fields: list[_Tok], regex_default: bool) -> bool:
+    for tok in fields:
+        if tok.name == "patterntype":
+            value = tok.value.lower()
+            if value not in ("keyword", "literal", "standard", "regexp", "regex"):
+                raise _error(
+                    f"unknown patterntype {tok.value!r}", text, tok.position, "use patterntype:keyword or regexp"
+                )
+            regex_default = value in ("regexp", "regex")
+    return regex_default
+
+
+def _append(opts: dict[str, object], key: str, value: object) -> None:
+    current = opts.setdefault(key, [])
+    assert isinstance(current, list)
+    current.append(value)
+
+
+def _apply_field(text: str, tok: _Tok, opts: dict[str, object]) -> None:  # noqa: PLR0912 - one branch per field
+    name, value, pos = tok.name, tok.value, tok.position
+    if not value and name != "patterntype":
+        raise _error(f"{name}: needs a value", text, pos, f"write {name}:<value> with no space after the colon")
+    if tok.negated and name not in ("repo", "file", "lang"):
+        raise _error(f"-{name}: cannot be negated", text, pos, f"remove the - before {name}:")
+    if name == "repo":
+        pattern, _, rev = value.partition("@")
+        check_regex(pattern, text, pos)
+        if tok.negated:
+            _append(opts, "exclude_repos", pattern)
+        else:
+            _append(opts, "repos", RepoFilter(pattern, tuple(r for r in rev.split(":") if r) if rev else ()))
+    elif name == "file":
+        _check_glob(text, tok)
+        check_regex(value, text, pos)
+        _append(opts, "exclude_files" if tok.negated else "files", value)
+    elif name == "lang":
+        _append(opts, "exclude_languages" if tok.negated else "languages", value.lower())
+    elif name == "rev":
+        if "rev_tok" in opts:
+            raise _error("rev: given twice", text, pos, "give rev: once (rev:a:b searches several revisions)")
+        opts["rev_tok"] = tok
+        opts["revisions"] = tuple(r for r in value.split(":") if r)
+    elif name == "count":
+        _apply_count(text, tok, opts)
+    elif name == "case":
+        if value.lower() not in ("yes", "no"):
+            raise _error(f"case:{value} is not valid", text, pos, "use case:yes or case:no")
+        opts["case_sensitive"] = value.lower() == "yes"
+    elif name == "type":
+        if value.lower() not in ("file", "path", "symbol"):
+            raise _error(f"type:{value} is not supported", text, pos, "use type:file or type:path")
+        if value.lower() == "symbol":
+            raise _error("type:symbol is not available yet", text, pos, "search with type:file or type:path")
+        opts["type"] = value.lower()
+    elif name == "timeout":
+        opts["timeout"] = _parse_timeout(text, tok)
+
+
+def _apply_count(text: str, tok: _Tok, opts: dict[str, object]) -> None:
+    value = tok.value.lower()
+    if value == "all":
+        opts["count_all"] = True
+        return
+    if not value.isdigit() or int(value) <= 0:
+        raise _error(f"count:{tok.value} is not valid", text, tok.position, "use count:<positive number> or count:all")
+    opts["count"] = min(int(value), 1_000_000)
+
+
+_DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m)?$")
+
+
+def _parse_timeout(text: str, tok: _Tok) -> float:
+    m = _DURATION_RE.match(tok.value.lower())
+    if not m:
+        raise _error(
+            f"timeout:{tok.value} is not a duration", text, tok.position, "use e.g. timeout:5s or timeout:500ms"
+        )
+    amount = float(m.group(1))
+    unit = m.group(2) or "s"
+    seconds = amount / 1000 if unit == "ms" else amount * 60 if unit == "m" else amount
+    if seconds <= 0:
+        raise _error("timeout: must be positive", text, tok.position, "use e.g. timeout:5s")
+    return min(seconds, MAX_TIMEOUT)
+
+
+def _check_glob(text: str, tok: _Tok) -> None:
+    """A glob in file: (`*.py`) is almost always a mistake: suggest the equivalent regex."""
+    value = tok.value
+    if not _GLOB_RE.search(value):
+        return
+    suggestion = _glob_to_regex(value)
+    raise _error(
+        f"file:{value} looks like a glob, but file: takes a regular expression",
+        text,
+        tok.position,
+        f"use file:{suggestion}",
+    )
+
+
+def _glob_to_regex(glob: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(glob):
+        ch = glob[i]
+        if glob.startswith("**/", i):
+            out.append("(.*/)?")
+            i += 3
+            continue
+        if ch == "*":
+            out.append("[^/]*")
+        elif ch == "?":
+            out.append("[^/]")
+        elif ch == "{" and "}" in glob[i:]:
+            end = glob.index("}", i)
+            out.append("(" + "|".join(re.escape(p) for p in glob[i + 1 : end].split(",")) + ")")
+            i = end + 1
+            continue
+        else:
+            out.append(re.escape(ch))
+        i += 1
+    regex = "".join(out)
+    regex = regex.removeprefix("[^/]*")
+    return regex + "$"

@@ -1,0 +1,66 @@
+"""REST: `GET /.api/search?q=...&count=N` and index status (thin: parse, call SearchService, render)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Route
+
+from codewell.core.errors import InvalidInput
+from codewell.search.render import render_results
+from codewell.search.results import IndexStatus
+from codewell.search.service import SearchService
+from codewell.web.requests import actor_of, runtime_of
+
+__all__ = ["routes"]
+
+
+def _count(request: Request) -> int | None:
+    raw = request.query_params.get("count")
+    if raw is None or raw == "":
+        return None
+    if not raw.isdigit() or int(raw) <= 0:
+        raise InvalidInput(f"count must be a positive number (got {raw!r})", hint="e.g. ?count=100")
+    return int(raw)
+
+
+async def search(request: Request) -> JSONResponse:
+    query = request.query_params.get("q")
+    if query is None:
+        raise InvalidInput("missing query parameter q", hint="GET /.api/search?q=mutex_lock")
+    service = runtime_of(request).get(SearchService)
+    results = await asyncio.to_thread(service.search, actor_of(request), query, count=_count(request))
+    body = results.to_json()
+    if request.query_params.get("format") == "text":
+        body["text"] = render_results(results, query).text
+    return JSONResponse(body)
+
+
+def status_json(s: IndexStatus) -> dict[str, object]:
+    return {
+        "repository": s.repo,
+        "state": s.state,
+        "branches": s.branches,
+        "documents": s.documents,
+        "contentBytes": s.content_bytes,
+        "indexBytes": s.index_bytes,
+        "indexedAt": s.indexed_at.isoformat() if s.indexed_at else None,
+        "error": s.error,
+    }
+
+
+async def index_status(request: Request) -> JSONResponse:
+    service = runtime_of(request).get(SearchService)
+    name = request.query_params.get("repo") or None
+    statuses = await asyncio.to_thread(service.status, actor_of(request), name)
+    return JSONResponse({"repositories": [status_json(s) for s in statuses]})
+
+
+def routes() -> list[BaseRoute]:
+    """The /.api/search routes."""
+    return [
+        Route("/.api/search", search, methods=["GET"]),
+        Route("/.api/search/status", index_status, methods=["GET"]),
+    ]

@@ -1,0 +1,57 @@
+"""Server-rendered pages: one Jinja2 environment and `render(request, name, **ctx)`.
+
+Templates live in `codewell/web/templates/` and in any capability's own `codewell/<capability>/templates/`
+folder (put them under a sub-folder named after the capability to avoid clashes). Pages extend
+`base.html` and fill `{% block title %}` and `{% block content %}`. Every template sees `actor` (the
+signed-in user or anonymous), `csrf_token` and `csrf_field()` (a hidden input for forms) and `request`.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from markupsafe import Markup, escape
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+
+import codewell
+from codewell.auth.csrf import csrf_token, set_presession_cookie
+from codewell.auth.sessions import CSRF_FORM_FIELD
+from codewell.web.requests import actor_of
+
+TEMPLATES_DIR = Path(__file__).parent / "templates"
+
+
+@functools.cache
+def environment() -> jinja2.Environment:
+    package = Path(codewell.__path__[0])
+    folders = [TEMPLATES_DIR, *sorted(p for p in package.glob("*/templates") if p.is_dir() and p != TEMPLATES_DIR)]
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader([str(f) for f in folders]),
+        autoescape=jinja2.select_autoescape(["html", "xml"], default=True),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["datetime"] = lambda value: value.strftime("%Y-%m-%d %H:%M UTC") if value else "—"
+    return env
+
+
+def render(request: Request, name: str, *, status_code: int = 200, **ctx: Any) -> HTMLResponse:
+    """Render template `name` with the common context plus `ctx`, as an HTML response."""
+    token = csrf_token(request)
+
+    def csrf_field() -> Markup:
+        return Markup(f'<input type="hidden" name="{CSRF_FORM_FIELD}" value="{escape(token)}">')
+
+    context = {"request": request, "actor": actor_of(request), "csrf_token": token, "csrf_field": csrf_field, **ctx}
+    html = environment().get_template(name).render(context)
+    response = HTMLResponse(html, status_code=status_code)
+    set_presession_cookie(request, response)
+    # Pages are per-user: never cache them in shared caches, never frame them (clickjacking).
+    response.headers["cache-control"] = "no-store"
+    response.headers["x-frame-options"] = "DENY"
+    return response

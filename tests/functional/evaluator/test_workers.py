@@ -1,0 +1,278 @@
+"""EvaluatorService over real worker processes: warm reuse, recycling after limits and crashes, the kill
+timer and RLIMIT_CPU for single long C calls, isolation of the child, concurrency and shutdown."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from codewell.core.actors import INTERNAL
+from codewell.core.errors import InvalidInput, Unavailable
+from codewell.evaluator.pool import RunLimits, Worker, WorkerDied
+from codewell.evaluator.sandbox import SandboxLimits
+from codewell.evaluator.service import EvaluationResult, EvaluatorLimits, EvaluatorService
+from codewell.runtime import Runtime
+
+# Backtracks O(n^4) inside one string.find call: the instruction hook never fires during it.
+PATHOLOGICAL = "return string.find(string.rep('a', 40000), '.-.-.-.-b')"
+
+FAST = EvaluatorLimits(
+    sandbox=SandboxLimits(max_instructions=5_000_000, max_memory=32 * 1024 * 1024, cpu_seconds=1.0),
+    timeout=1.0,
+    total_timeout=10.0,
+    acquire_timeout=5.0,
+)
+
+
+@pytest.fixture
+def make_service(runtime: Runtime) -> Iterator[Callable[..., EvaluatorService]]:
+    made: list[EvaluatorService] = []
+
+    def make(limits: EvaluatorLimits = FAST, pool_size: int = 1) -> EvaluatorService:
+        service = EvaluatorService(runtime, limits=limits, pool_size=pool_size)
+        made.append(service)
+        return service
+
+    yield make
+    for service in made:
+        service.close()
+
+
+def wait_for_idle(service: EvaluatorService, count: int = 1, timeout: float = 10.0) -> list[int]:
+    """The idle worker PIDs once `count` are warm (replacements start in the background)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pids = service.pool.idle_pids()
+        if len(pids) >= count:
+            return pids
+        time.sleep(0.01)
+    raise AssertionError(f"no {count} idle workers after {timeout}s: {service.pool.stats()}")
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def run(service: EvaluatorService, script: str) -> EvaluationResult:
+    return service.run(INTERNAL, script)
+
+
+def test_trivial_script_reuses_the_warm_worker(make_service: Callable[..., EvaluatorService]) -> None:
+    service = make_service()
+    service.warm()
+    [pid] = wait_for_idle(service)
+    for n in range(5):
+        result = run(service, f"print('run', {n}) return {{n = {n}}}")
+        assert result.ok
+        assert result.value == {"n": n}
+        assert result.output == f"run\t{n}\n"
+        assert not result.worker_recycled
+    assert service.pool.idle_pids() == [pid]
+
+
+@pytest.mark.parametrize(
+    ("script", "kind", "line"),
+    [
+        ("local x = = 1", "syntax_error", 1),
+        ("local t = nil\nreturn t.x", "runtime_error", 2),
+        ("return {f = print}", "result_error", None),
+    ],
+)
+def test_script_errors_keep_the_worker(
+    make_service: Callable[..., EvaluatorService], script: str, kind: str, line: int | None
+) -> None:
+    service = make_service()
+    service.warm()
+    [pid] = wait_for_idle(service)
+    result = run(service, script)
+    assert result.error is not None
+    assert result.error.kind == kind
+    assert result.error.line == line
+    assert result.error.hint
+    # A fresh Lua state per script: nothing survives a failed script, so the process is kept.
+    assert not result.worker_recycled
+    assert service.pool.idle_pids() == [pid]
+    assert run(service, "return leaked_global").value is None
+
+
+@pytest.mark.parametrize(
+    ("script", "kind"),
+    [
+        ("while true do end", "instruction_limit"),
+        ("local s = string.rep('x', 1e9) return #s", "memory_limit"),
+        ("local t = {} for i = 1, 1e9 do t[i] = i end", "memory_limit"),
+        ("for i = 1, 1e6 do print(string.rep('y', 99)) end", "output_limit"),
+        ("local t = {} for i = 1, 1e5 do t[i] = 'xxxxxxxxxx' end return t", "result_limit"),
+        ("local function f() return 1 + f() end return f()", "stack_overflow"),
+        (PATHOLOGICAL, "time_limit"),
+    ],
+)
+def test_limits_give_clear_errors_and_recycle_the_worker(
+    make_service: Callable[..., EvaluatorService], script: str, kind: str
+) -> None:
+    limits = EvaluatorLimits(
+        sandbox=SandboxLimits(max_instructions=50_000_000, max_memory=32 * 1024 * 1024, cpu_seconds=1.0),
+        timeout=1.0,
+    )
+    service = make_service(limits)
+    service.warm()
+    [pid] = wait_for_idle(service)
+    started = time.monotonic()
+    result = run(service, script)
+    elapsed = time.monotonic() - started
+    assert result.error is not None
+    if kind == "stack_overflow":
+        # Deep Lua recursion ends at the stack limit or at the memory cap, whichever comes first.
+        assert result.error.kind in {"stack_overflow", "memory_limit"}
+    else:
+        assert result.error.kind == kind, result.error
+    assert result.error.hint
+    assert result.worker_recycled
+    assert elapsed < 5
+    assert pid not in service.pool.idle_pids()
+    [new_pid] = wait_for_idle(service)
+    assert new_pid != pid
+    assert not alive(pid)
+    # The service is unaffected: the next script runs normally on the replacement.
+    assert run(service, "return 'fine'").value == "fine"
+
+
+def test_single_long_c_call_is_killed_by_the_timer(make_service: Callable[..., EvaluatorService]) -> None:
+    service = make_service()
+    service.warm()
+    started = time.monotonic()
+    result = run(service, PATHOLOGICAL)
+    elapsed = time.monotonic() - started
+    assert result.error is not None
+    assert result.error.kind == "time_limit"
+    assert result.error.message == "the script exceeded the time limit of 1 seconds"
+    assert "backtracking pattern" in result.error.hint
+    # The timer allows the script time plus a short grace, no more.
+    assert 1.0 <= elapsed < 2.5
+
+
+def test_rlimit_cpu_stops_a_c_call_the_wall_timer_would_allow(
+    make_service: Callable[..., EvaluatorService],
+) -> None:
+    # A generous wall-clock timeout: only the worker's RLIMIT_CPU (cpu_seconds + 1 s) can stop this.
+    limits = EvaluatorLimits(sandbox=SandboxLimits(cpu_seconds=0.5), timeout=30.0)
+    service = make_service(limits)
+    service.warm()
+    started = time.monotonic()
+    result = run(service, PATHOLOGICAL)
+    elapsed = time.monotonic() - started
+    assert result.error is not None
+    assert result.error.kind == "time_limit"
+    assert result.error.message == "the script exceeded the CPU time limit of 0.5 seconds"
+    assert elapsed < 10
+    assert result.worker_recycled
+
+
+def test_worker_killed_while_idle_is_replaced_transparently(make_service: Callable[..., EvaluatorService]) -> None:
+    service = make_service()
+    service.warm()
+    [pid] = wait_for_idle(service)
+    os.kill(pid, signal.SIGKILL)
+    time.sleep(0.1)
+    result = run(service, "return 1")
+    assert result.ok
+    assert result.value == 1
+    assert pid not in service.pool.idle_pids()
+
+
+def test_worker_crash_during_a_run_is_reported(runtime: Runtime) -> None:
+    worker = Worker(address_space=512 * 1024 * 1024, max_frame=1 << 20)
+
+    def crash(name: str, args: list[Any], deadline: float) -> dict[str, Any]:
+        os.kill(worker.pid, signal.SIGSEGV)
+        return {"status": "ok", "value": {"files": [], "info": {}}, "kind": ""}
+
+    with pytest.raises(WorkerDied) as died:
+        worker.run("return search('x')", RunLimits(SandboxLimits()), crash)
+    assert died.value.kind == "crashed"
+    assert "exit status -11" in str(died.value)
+    assert worker.process.returncode == -signal.SIGSEGV
+
+
+def test_worker_has_no_server_environment_or_descriptors(
+    make_service: Callable[..., EvaluatorService], runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CODEWELL_DATABASE_URL", "postgresql://secret@db/prod")
+    # Open descriptors of the server (the database, a socket) must not be inherited.
+    runtime.db.engine.connect().close()
+    service = make_service()
+    service.warm()
+    [pid] = wait_for_idle(service)
+    environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+    assert not [item for item in environ if item.startswith(b"CODEWELL")]
+    targets = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+    assert all(t == "/dev/null" or t.startswith("pipe:") for t in targets), targets
+    assert os.readlink(f"/proc/{pid}/cwd") == "/"
+    limits = open(f"/proc/{pid}/limits").read()
+    address_space = next(line for line in limits.splitlines() if line.startswith("Max address space"))
+    assert "unlimited" not in address_space
+    assert os.getsid(pid) == pid  # its own session: terminal signals go to the server only
+
+
+def test_concurrent_runs_share_the_pool(make_service: Callable[..., EvaluatorService]) -> None:
+    service = make_service(pool_size=2)
+    service.warm()
+    results: list[EvaluationResult] = []
+    lock = threading.Lock()
+
+    def work(n: int) -> None:
+        result = run(service, f"local s = 0 for i = 1, 200000 do s = s + i end return {n}")
+        with lock:
+            results.append(result)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(r.value for r in results) == list(range(6))
+    assert service.pool.stats()["live"] == 2
+
+
+def test_busy_pool_answers_unavailable(make_service: Callable[..., EvaluatorService]) -> None:
+    limits = EvaluatorLimits(
+        sandbox=SandboxLimits(max_instructions=10**12, cpu_seconds=1.0), timeout=1.0, acquire_timeout=0.2
+    )
+    service = make_service(limits)
+    service.warm()
+    busy = threading.Thread(target=run, args=(service, "while true do end"))
+    busy.start()
+    time.sleep(0.2)
+    with pytest.raises(Unavailable, match="all 1 evaluator workers are busy"):
+        run(service, "return 1")
+    busy.join()
+    assert run(service, "return 1").value == 1
+
+
+def test_bad_scripts_are_invalid_input(make_service: Callable[..., EvaluatorService]) -> None:
+    service = make_service()
+    with pytest.raises(InvalidInput, match="the script is empty"):
+        run(service, "   \n")
+    with pytest.raises(InvalidInput, match="the limit is 65536"):
+        run(service, "return '" + "x" * 70000 + "'")
+    assert service.pool.stats()["live"] == 0  # rejected before any worker was started
+
+
+def test_close_stops_every_worker(make_service: Callable[..., EvaluatorService]) -> None:
+    service = make_service(pool_size=2)
+    service.warm()
+    pids = wait_for_idle(service, 2)
+    service.close()
+    assert not any(alive(pid) for pid in pids)
+    with pytest.raises(Unavailable, match="shutting down"):
+        run(service, "return 1")

@@ -1,0 +1,170 @@
+"""Search over REST and MCP with real git repositories, synced and indexed through the real services."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from codewell.core.actors import INTERNAL
+from codewell.repos.service import RepoService
+from codewell.runtime import Runtime
+from codewell.search.service import SearchService
+from tests.factories import auth_headers, make_token, make_user
+from tests.gitfixtures import commit, make_repo, register_local_repo
+
+
+@pytest.fixture
+def repos(tmp_path: Path, runtime: Runtime, client: TestClient) -> dict[str, Path]:
+    """A public and a private repository, mirrored and indexed (the sync listener indexes them)."""
+    public = make_repo(
+        tmp_path / "pub",
+        {
+            "src/locks.c": "void f(void) {\n\tmutex_lock(&m);\n\treturn 0;\n}\n",
+            "README.md": "Mutex notes\nsecret_word is not here\n",
+            "mutex_lock.h": "#define MUTEX_LOCK 1\n",
+            "logo.bin": b"\x00\x01mutex_lock\x00",
+        },
+        tags=["v1"],
+    )
+    commit(public, {"src/new.c": "int added_later = 1;\n"}, message="second")
+    private = make_repo(tmp_path / "priv", {"hidden.c": "mutex_lock(secret_word);\n"})
+    register_local_repo(runtime, public, "local/pub")
+    register_local_repo(runtime, private, "local/priv", private=True)
+    return {"pub": public, "priv": private}
+
+
+def search(client: TestClient, q: str, headers: dict[str, str] | None = None, **params: str) -> dict[str, Any]:
+    response = client.get("/.api/search", params={"q": q, **params}, headers=headers or {})
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def paths(body: dict[str, Any]) -> set[str]:
+    return {f"{f['repository']}:{f['path']}" for f in body["files"]}
+
+
+def test_anonymous_sees_only_public_repositories(client: TestClient, repos: dict[str, Path]) -> None:
+    body = search(client, "mutex_lock")
+    assert paths(body) == {"local/pub:src/locks.c", "local/pub:mutex_lock.h"}
+    # The file-name match ranks first; the binary file is never a content match.
+    assert body["files"][0]["path"] == "mutex_lock.h"
+    locks = next(f for f in body["files"] if f["path"] == "src/locks.c")
+    assert locks["lineMatches"] == [{"lineNumber": 2, "line": "\tmutex_lock(&m);", "ranges": [[1, 11]]}]
+    assert search(client, "secret_word")["matchCount"] == 1  # only README.md of the public repository
+
+
+def test_granted_user_sees_private_repository(runtime: Runtime, client: TestClient, repos: dict[str, Path]) -> None:
+    user = make_user(runtime, "alice")
+    runtime.get(RepoService).set_repo_users(INTERNAL, "local/priv", [user.id])
+    headers = auth_headers(make_token(runtime, user))
+    assert "local/priv:hidden.c" in paths(search(client, "secret_word", headers))
+    outsider = auth_headers(make_token(runtime, make_user(runtime, "bob")))
+    body = search(client, "secret_word", outsider)
+    assert "local/priv:hidden.c" not in paths(body)
+    assert not any("priv" in s for s in body["skipped"])
+
+
+def test_query_language_over_rest(client: TestClient, repos: dict[str, Path]) -> None:
+    assert paths(search(client, "mutex_lock case:yes")) == {"local/pub:src/locks.c"}
+    assert paths(search(client, "mutex_lock file:\\.c$")) == {"local/pub:src/locks.c"}
+    assert paths(search(client, "mutex_lock -file:\\.c$")) == {"local/pub:mutex_lock.h"}
+    assert paths(search(client, "mutex_lock lang:c")) == {"local/pub:src/locks.c", "local/pub:mutex_lock.h"}
+    assert paths(search(client, "mutex NOT secret_word")) == {
+        "local/pub:src/locks.c",
+        "local/pub:mutex_lock.h",
+    }
+    assert paths(search(client, "/return \\d/ OR added_later")) == {"local/pub:src/locks.c", "local/pub:src/new.c"}
+    assert paths(search(client, "type:path mutex")) == {"local/pub:mutex_lock.h"}
+    assert paths(search(client, "file:logo")) == {"local/pub:logo.bin"}
+    assert search(client, "mutex_lock -repo:pub")["files"] == []
+    limited = search(client, "mutex count:1")
+    assert limited["matchCount"] == 1
+    assert limited["limitHit"] is True
+
+
+def test_unindexed_revision_is_searched(client: TestClient, repos: dict[str, Path]) -> None:
+    assert paths(search(client, "added_later")) == {"local/pub:src/new.c"}
+    assert search(client, "added_later repo:pub@v1")["files"] == []
+    assert paths(search(client, "mutex_lock repo:pub rev:v1")) >= {"local/pub:src/locks.c"}
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("", "empty query"),
+        ("foo rev:v1", "rev: needs repo:"),
+        ('"open', "unbalanced quote"),
+        ("/a(/", "invalid regex"),
+        ("x file:*.py", "looks like a glob"),
+        ("x lang:klingon", "unknown language"),
+        ("repo:pub", "only filters"),
+    ],
+)
+def test_bad_queries_get_specific_errors(client: TestClient, query: str, message: str) -> None:
+    response = client.get("/.api/search", params={"q": query})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert message in error["message"]
+    assert error["hint"]
+
+
+def test_new_commit_is_searchable_soon_after_sync(
+    tmp_path: Path, runtime: Runtime, client: TestClient
+) -> None:
+    files = {f"pkg/m{i:04}.py": f"def f{i}():\n    return {i}\n" for i in range(1000)}
+    source = make_repo(tmp_path / "big", files)
+    register_local_repo(runtime, source, "local/big")
+    assert search(client, "brand_new_symbol")["files"] == []
+    commit(source, {"pkg/m0001.py": "def brand_new_symbol():\n    pass\n"}, message="change")
+    started = time.monotonic()
+    outcome = runtime.get(RepoService).sync_repo(INTERNAL, "local/big")
+    assert outcome.ok
+    body = search(client, "brand_new_symbol")
+    assert time.monotonic() - started <= 10
+    assert paths(body) == {"local/big:pkg/m0001.py"}
+    statuses = client.get("/.api/search/status", params={"repo": "local/big"}).json()["repositories"]
+    assert statuses[0]["state"] == "indexed"
+    assert statuses[0]["documents"] == 1000
+
+
+def test_keyword_search_tool_over_mcp(runtime: Runtime, client: TestClient, repos: dict[str, Path]) -> None:
+    token = make_token(runtime, make_user(runtime, "agent"))
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "keyword_search", "arguments": {"query": "mutex_lock"}},
+    }
+    response = client.post(
+        "/.api/mcp",
+        content=json.dumps(body),
+        headers={
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+            **auth_headers(token),
+        },
+    )
+    assert response.status_code == 200, response.text
+    data = next(
+        (json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")), response.json()
+    )
+    result = data["result"]
+    assert not result.get("isError")
+    text = json.loads(result["content"][0]["text"])["text"]
+    assert "# local/pub – src/locks.c\n2: \tmutex_lock(&m);" in text
+    assert "# local/pub – mutex_lock.h" in text
+
+
+def test_search_service_api(runtime: Runtime, client: TestClient, repos: dict[str, Path]) -> None:
+    service = runtime.get(SearchService)
+    results = service.search(INTERNAL, "mutex_lock", count=10)
+    assert {f.repo for f in results.files} == {"local/pub", "local/priv"}
+    assert all(len(f.commit) == 40 for f in results.files)
+    statuses = {s.repo: s for s in service.status(INTERNAL)}
+    assert statuses["local/pub"].state == "indexed"

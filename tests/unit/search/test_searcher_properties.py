@@ -1,0 +1,114 @@
+"""Property tests: the indexed searcher equals a brute-force line-by-line reference on random corpora."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+import time
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from codewell.search.index.builder import SourceDoc, build_shard
+from codewell.search.index.shard import Shard
+from codewell.search.query.parser import And, Node, Not, Or, Pattern, Query
+from codewell.search.searcher import search_shard
+
+ALPHABET = "abcAB_( x\n"
+text = st.text(alphabet=ALPHABET, max_size=120)
+corpus = st.lists(text, min_size=1, max_size=6)
+literal = st.text(alphabet="abcAB_( x", min_size=1, max_size=5)
+# Regexes on which Python's re and RE2 agree (per line, ASCII).
+REGEXES = ["a+b", "^a", "b$", "^$", "[ab]c", "a.c", "(ab|ba)x", "x?_", r"\(a", "A[^a]B", r"\bab\b", "c{2,}", "b*"]
+regex = st.sampled_from(REGEXES)
+
+
+def leaf() -> st.SearchStrategy[Node]:
+    return st.one_of(
+        literal.map(lambda s: Pattern(re.escape(s), s, False, 0)),
+        regex.map(lambda r: Pattern(r, r, True, 0)),
+    )
+
+
+tree: st.SearchStrategy[Node] = st.recursive(
+    leaf(),
+    lambda children: st.one_of(
+        st.lists(children, min_size=2, max_size=3).map(lambda c: And(tuple(c))),
+        st.lists(children, min_size=2, max_size=3).map(lambda c: Or(tuple(c))),
+        st.tuples(leaf(), children).map(lambda c: And((c[0], Not(c[1])))),
+    ),
+    max_leaves=4,
+)
+
+
+def lines_of(data: str) -> list[str]:
+    """Lines as ripgrep sees them: split on \\n, no phantom line after a final newline."""
+    if not data:
+        return []
+    parts = data.split("\n")
+    return parts[:-1] if data.endswith("\n") else parts
+
+
+def reference(node: Node, lines: list[str], flags: int) -> tuple[bool, set[int]]:
+    """(does the document match, its reported 1-based lines) by direct evaluation with Python's re."""
+    if isinstance(node, Pattern):
+        rx = re.compile(node.value, flags)
+        found = {i + 1 for i, line in enumerate(lines) if rx.search(line)}
+        return bool(found), found
+    if isinstance(node, Not):
+        ok, _ = reference(node.child, lines, flags)
+        return not ok, set()
+    results = [reference(c, lines, flags) for c in node.children]
+    if isinstance(node, And):
+        if all(ok for ok, _ in results):
+            return True, set().union(*(found for _, found in results))
+        return False, set()
+    matched = [found for ok, found in results if ok]
+    return bool(matched), set().union(*matched) if matched else set()
+
+
+def run(docs: list[str], node: Node, case_sensitive: bool) -> tuple[dict[str, set[int]], dict[str, set[int]]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        sources = [
+            SourceDoc(f"f{i}.txt", d.encode(), len(d), frozenset({"main"})) for i, d in enumerate(docs)
+        ]
+        shard = Shard.open(build_shard(Path(tmp) / "s", {"repo": "r"}, sources))
+        q = Query(expr=node, case_sensitive=case_sensitive)
+        result = search_shard(shard, q, branch="main", limit=None, deadline=time.monotonic() + 30)
+        got = {
+            shard.paths[h.doc]: {line - int(shard.line_base[h.doc]) + 1 for line in h.lines} for h in result.hits
+        }
+    flags = 0 if case_sensitive else re.IGNORECASE
+    want: dict[str, set[int]] = {}
+    for i, d in enumerate(docs):
+        ok, found = reference(node, lines_of(d), flags)
+        if ok and (found or _has_negation_only_match(node)):
+            want[f"f{i}.txt"] = found
+    return got, want
+
+
+def _has_negation_only_match(node: Node) -> bool:
+    return not isinstance(node, Pattern)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(corpus, tree, st.booleans())
+def test_searcher_equals_brute_force(docs: list[str], node: Node, case_sensitive: bool) -> None:
+    got, want = run(docs, node, case_sensitive)
+    assert got == want
+
+
+@settings(max_examples=60, deadline=None)
+@given(corpus, literal, st.integers(min_value=1, max_value=5))
+def test_limit_returns_a_prefix(docs: list[str], needle: str, limit: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        sources = [SourceDoc(f"f{i}.txt", d.encode(), len(d), frozenset({"main"})) for i, d in enumerate(docs)]
+        shard = Shard.open(build_shard(Path(tmp) / "s", {"repo": "r"}, sources))
+        q = Query(expr=Pattern(re.escape(needle), needle, False, 0))
+        full = search_shard(shard, q, branch="main", limit=None, deadline=time.monotonic() + 30)
+        part = search_shard(shard, q, branch="main", limit=limit, deadline=time.monotonic() + 30)
+    flat_full = [(h.doc, line) for h in full.hits for line in h.lines]
+    flat_part = [(h.doc, line) for h in part.hits for line in h.lines]
+    assert flat_part == flat_full[:limit]
+    assert part.limit_hit == (len(flat_full) > limit)
