@@ -109,11 +109,22 @@ def main() -> None:
             our_times.append(t2)
         rg_ms, our_ms = statistics.median(rg_times) * 1000, statistics.median(our_times) * 1000
         same = rg_set == our_set
-        rows.append({"name": name, "rg_ms": round(rg_ms, 1), "ours_ms": round(our_ms, 1),
-                     "speedup": round(rg_ms / max(our_ms, 0.01), 1), "lines": len(rg_set), "identical": same,
-                     "only_rg": sorted(rg_set - our_set)[:5], "only_ours": sorted(our_set - rg_set)[:5]})
-        print(f"{name:16} rg {rg_ms:8.1f} ms  ours {our_ms:8.1f} ms  x{rg_ms / max(our_ms, 0.01):7.1f}  "
-              f"lines {len(rg_set):7}  {'identical' if same else 'DIFFERENT'}")
+        rows.append(
+            {
+                "name": name,
+                "rg_ms": round(rg_ms, 1),
+                "ours_ms": round(our_ms, 1),
+                "speedup": round(rg_ms / max(our_ms, 0.01), 1),
+                "lines": len(rg_set),
+                "identical": same,
+                "only_rg": sorted(rg_set - our_set)[:5],
+                "only_ours": sorted(our_set - rg_set)[:5],
+            }
+        )
+        print(
+            f"{name:16} rg {rg_ms:8.1f} ms  ours {our_ms:8.1f} ms  x{rg_ms / max(our_ms, 0.01):7.1f}  "
+            f"lines {len(rg_set):7}  {'identical' if same else 'DIFFERENT'}"
+        )
     pages = []
     for query in FIRST_PAGE:
         times = [ours(shard, query)[1] for _ in range(max(args.runs, 5))]

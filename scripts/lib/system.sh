@@ -6,11 +6,14 @@ ensure_system_packages() {
   command -v git >/dev/null || missing+=(git)
   # The browser test drives Debian's chromium through Playwright (no Playwright-downloaded browsers).
   [ -x /usr/bin/chromium ] || missing+=(chromium)
+  # SAML sign-in (pysaml2) signs and verifies XML with the xmlsec1 binary.
+  command -v xmlsec1 >/dev/null || missing+=(xmlsec1)
   if [ ${#missing[@]} -gt 0 ]; then
     as_root apt-get update -qq
     DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${missing[@]}" >/dev/null
   fi
   ensure_mcp_test_clients
+  ensure_oidc_test_provider
 }
 
 ensure_postgres() {
@@ -26,6 +29,15 @@ ensure_mcp_test_clients() {
   local dir="$(dirname "${BASH_SOURCE[0]}")/../../tests/mcp_clients"
   command -v npm >/dev/null || { echo "npm missing: the MCP client tests will be skipped"; return 0; }
   if [ ! -d "$dir/node_modules/@modelcontextprotocol/inspector" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+}
+
+# A real OpenID Provider (npm oidc-provider) for the OpenID Connect sign-in tests, pinned by tests/oidc/package-lock.json.
+ensure_oidc_test_provider() {
+  local dir="$(dirname "${BASH_SOURCE[0]}")/../../tests/oidc"
+  command -v npm >/dev/null || { echo "npm missing: the OpenID Connect sign-in tests will be skipped"; return 0; }
+  if [ ! -d "$dir/node_modules/oidc-provider" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
   fi
 }

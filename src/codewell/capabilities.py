@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from codewell.analytics.setup import setup as analytics_setup
 from codewell.evaluator.setup import setup as evaluator_setup
 from codewell.history.setup import setup as history_setup
 from codewell.oauth.setup import setup as oauth_setup
 from codewell.repos.setup import setup as repos_setup
-from codewell.search.setup import setup as search_setup
 from codewell.runtime import Runtime
+from codewell.search.setup import setup as search_setup
 
 Setup = Callable[[Runtime], None]
 
@@ -27,6 +28,7 @@ def setup_functions() -> list[Setup]:
         history_setup,
         oauth_setup,
         evaluator_setup,
+        analytics_setup,
     ]
 
 

@@ -131,6 +131,7 @@ class RoleService:
     def users_with_role(self, actor: Actor, name: str) -> list[str]:
         """Usernames explicitly assigned a custom role (system roles follow from user flags)."""
         _require_admin(actor)
+        self.ensure_system_roles()
         with self.runtime.db.session() as session:
             role = self._row(session, name)
             query = (
@@ -162,6 +163,7 @@ class RoleService:
 
     def rename_role(self, actor: Actor, name: str, new_name: str) -> Role:
         _require_admin(actor)
+        self.ensure_system_roles()
         new_name = _check_role_name(new_name)
         with self.runtime.db.session() as session:
             row = self._row(session, name)
@@ -181,6 +183,7 @@ class RoleService:
     def delete_role(self, actor: Actor, name: str) -> None:
         """Delete a custom role; its assignments go with it. System roles cannot be deleted."""
         _require_admin(actor)
+        self.ensure_system_roles()
         with self.runtime.db.session() as session:
             row = self._row(session, name)
             if row.system:
@@ -215,6 +218,7 @@ class RoleService:
     def set_assignment(self, actor: Actor, name: str, user_id: int, *, assigned: bool) -> None:
         """Assign or unassign a custom role to a user; idempotent. System roles follow from user flags."""
         _require_admin(actor)
+        self.ensure_system_roles()
         with self.runtime.db.session() as session:
             row = self._row(session, name)
             if row.system:

@@ -52,6 +52,10 @@ def _int_param(request: Request, key: str) -> int | None:
     return int(value)
 
 
+def _default(value: int | None, default: int) -> int:
+    return default if value is None else value
+
+
 def _user_param(runtime: Runtime, request: Request) -> User:
     username = request.path_params["username"]
     accounts = runtime.get(AccountService)
@@ -87,7 +91,7 @@ def threaded(work: Callable[[Request, Runtime], Any], status: int = 200) -> Hand
 # -- users --------------------------------------------------------------------------------------------------
 def list_users(request: Request, runtime: Runtime) -> Any:
     actor = require_actor(request)
-    limit = _int_param(request, "limit") or 100
+    limit = _default(_int_param(request, "limit"), 100)
     users = runtime.get(AccountService).list_users(actor, request.query_params.get("query", ""), limit=limit)
     return {"users": [u.as_json() for u in users]}
 
@@ -270,7 +274,7 @@ def list_audit(request: Request, runtime: Runtime) -> Any:
         action=params.get("action", ""),
         user_id=user_id,
         before_id=_int_param(request, "before"),
-        limit=_int_param(request, "limit") or 100,
+        limit=_default(_int_param(request, "limit"), 100),
     )
     return {"entries": [e.as_json() for e in entries]}
 

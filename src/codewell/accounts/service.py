@@ -161,6 +161,18 @@ class AccountService:
             )
             return [Email(r.email, r.verified, r.is_primary) for r in rows]
 
+    def directory(self, actor: Actor) -> list[tuple[User, str]]:
+        """Every user with their primary e-mail ("" when none), ordered by ID, in one query; site admins only
+        (instance-wide exports such as the analytics reports, issue #9)."""
+        _require_admin(actor, "export the user directory")
+        stmt = (
+            select(UserRow, UserEmailRow.email)
+            .outerjoin(UserEmailRow, (UserEmailRow.user_id == UserRow.id) & UserEmailRow.is_primary.is_(True))
+            .order_by(UserRow.id)
+        )
+        with self.runtime.db.session() as session:
+            return [(to_user(row), email or "") for row, email in session.execute(stmt)]
+
     # -- actors and permissions ---------------------------------------------------------------------------
     def actor_for(self, user: User, *, via: str, scopes: frozenset[str] = frozenset()) -> Actor:
         """The Actor a request made by `user` acts as (flags are read now, so changes apply at once)."""

@@ -3,25 +3,62 @@
 Events are buffered in memory and written in batches by one background thread per runtime (at most
 `FLUSH_INTERVAL` seconds late, or sooner when `BATCH_SIZE` events are waiting). The buffer is bounded: under
 a database outage the oldest events are dropped (and counted) rather than growing memory without limit.
+Each batch also updates the daily rollup (`codewell.analytics.rollup`) in the same transaction, so the
+reports and the raw events never disagree. What is buffered is written on shutdown: `Runtime.close()`
+closes the recorder, and `codewell serve` flushes when its background loops stop (`analytics.setup`).
+
+Other capabilities record a use in one line (issue #9):
+
+    record_feature(runtime, actor, FEATURE_SEARCH, client="web", language=top_language)
+
+or time it with `with track_usage(runtime, actor, FEATURE_CODENAV, client="rest") as usage: ...`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Self
 
 from sqlalchemy import insert
 
+from codewell.analytics.rollup import (
+    FEATURE_CODE_FINDER,
+    FEATURE_CODENAV,
+    FEATURE_DEEPSEARCH,
+    FEATURE_MCP,
+    FEATURE_SEARCH,
+    aggregate,
+    apply_rollup,
+)
+from codewell.core.actors import Actor
+from codewell.core.errors import CodewellError
 from codewell.db.base import utcnow
 
 if TYPE_CHECKING:
     from codewell.runtime import Runtime
 
 log = logging.getLogger(__name__)
+
+__all__ = [
+    "FEATURE_CODENAV",
+    "FEATURE_CODE_FINDER",
+    "FEATURE_DEEPSEARCH",
+    "FEATURE_MCP",
+    "FEATURE_SEARCH",
+    "UsageEvent",
+    "UsageRecorder",
+    "UsageTracker",
+    "record_feature",
+    "record_usage",
+    "track_usage",
+]
 
 BATCH_SIZE = 200
 FLUSH_INTERVAL = 1.0
@@ -102,6 +139,7 @@ class UsageRecorder:
         try:
             with self._runtime.db.session() as session:
                 session.execute(insert(UsageEventRow), rows)
+                apply_rollup(session, aggregate(batch))
         except Exception:
             # Keep the events for the next attempt (bounded by MAX_BUFFERED); analytics must never break callers.
             log.warning("could not write %d usage events; will retry", len(batch), exc_info=True)
@@ -139,3 +177,73 @@ def record_usage(runtime: Runtime, event: UsageEvent) -> None:
         runtime.get(UsageRecorder).add(event)
     except Exception:
         log.warning("usage event dropped", exc_info=True)
+
+
+def record_feature(
+    runtime: Runtime,
+    actor: Actor,
+    feature: str,
+    *,
+    client: str = "",
+    language: str = "",
+    tool: str = "",
+    endpoint: str = "",
+    duration_ms: int = 0,
+    result_bytes: int = 0,
+    error: str = "",
+) -> None:
+    """Record one use of `feature` by `actor` (client defaults to the actor's, else "web"); never raises."""
+    record_usage(
+        runtime,
+        UsageEvent(
+            user_id=actor.user_id,
+            client=client or actor.client or "web",
+            feature=feature,
+            tool=tool,
+            endpoint=endpoint,
+            duration_ms=duration_ms,
+            result_bytes=result_bytes,
+            error=error,
+            language=language,
+        ),
+    )
+
+
+@dataclass(slots=True)
+class UsageTracker:
+    """What a `track_usage` block may fill in before it ends (the language of the results, their size)."""
+
+    language: str = ""
+    result_bytes: int = 0
+
+
+@contextlib.contextmanager
+def track_usage(
+    runtime: Runtime, actor: Actor, feature: str, *, client: str = "", tool: str = "", endpoint: str = ""
+) -> Iterator[UsageTracker]:
+    """Time the block and record it as one use of `feature`; an exception is recorded by its error code
+    (`CodewellError.code`, else "internal") and re-raised unchanged."""
+    tracker = UsageTracker()
+    started = time.perf_counter()
+    error = ""
+    try:
+        yield tracker
+    except CodewellError as exc:
+        error = exc.code
+        raise
+    except BaseException:
+        error = "internal"
+        raise
+    finally:
+        record_feature(
+            runtime,
+            actor,
+            feature,
+            client=client,
+            language=tracker.language,
+            tool=tool,
+            endpoint=endpoint,
+            duration_ms=round((time.perf_counter() - started) * 1000),
+            result_bytes=tracker.result_bytes,
+            error=error,
+        )

@@ -1,10 +1,19 @@
-"""Tables owned by analytics: one row per usage event (tool calls now; searches and navigation later)."""
+"""Tables owned by analytics: usage events and their daily rollup, credit buckets, analytics access tokens."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 
-from sqlalchemy import Index, Integer, String
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Date,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from codewell.db.base import Base, UTCDateTime, utcnow
@@ -35,3 +44,79 @@ class UsageEventRow(Base):
         Index("ix_usage_events_created_at", "created_at"),
         Index("ix_usage_events_user_id_created_at", "user_id", "created_at"),
     )
+
+
+class UsageDailyRow(Base):
+    """Usage rolled up per user, UTC day, client and language: what the reports read (issue #9).
+
+    Maintained by the usage recorder in the same transaction as the raw events, so reports aggregate a few
+    rows per user-day instead of every event. `day` is `YYYY-MM-DD` text on both engines so month grouping
+    is a portable `substr`. `client` and `language` hold sanitized values (see `codewell.analytics.rollup`)
+    that can go into a CSV cell as they are.
+    """
+
+    __tablename__ = "usage_daily"
+
+    user_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    day: Mapped[str] = mapped_column(String(10), primary_key=True)
+    client: Mapped[str] = mapped_column(String(100), primary_key=True)
+    language: Mapped[str] = mapped_column(String(50), primary_key=True)
+    events: Mapped[int] = mapped_column(Integer, default=0)
+    searches: Mapped[int] = mapped_column(Integer, default=0)
+    codenav: Mapped[int] = mapped_column(Integer, default=0)
+    deepsearch: Mapped[int] = mapped_column(Integer, default=0)
+    code_finder: Mapped[int] = mapped_column(Integer, default=0)
+    tool_calls: Mapped[int] = mapped_column(Integer, default=0)
+    errors: Mapped[int] = mapped_column(Integer, default=0)
+
+    __table_args__ = (Index("ix_usage_daily_day", "day"),)
+
+
+class CreditBucketRow(Base):
+    """An allocation of credits usable from `starts_on` to `ends_on` (UTC days, both inclusive).
+
+    The CHECK constraint is the last line of defence: whatever the code does, a bucket can never be
+    consumed beyond its amount.
+    """
+
+    __tablename__ = "credit_buckets"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    amount: Mapped[int] = mapped_column(BigInteger)
+    consumed: Mapped[int] = mapped_column(BigInteger, default=0)
+    starts_on: Mapped[date] = mapped_column(Date)
+    ends_on: Mapped[date] = mapped_column(Date)
+    note: Mapped[str] = mapped_column(String(255), default="")
+    created_by: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    __table_args__ = (
+        CheckConstraint("consumed >= 0 AND consumed <= amount", name="consumed_within_amount"),
+        CheckConstraint("amount > 0", name="amount_positive"),
+        Index("ix_credit_buckets_active", "starts_on", "ends_on"),
+    )
+
+
+class CreditUsageRow(Base):
+    """Credits taken from one bucket by one feature ("deepsearch", "code_finder"), summed."""
+
+    __tablename__ = "credit_usage"
+
+    bucket_id: Mapped[int] = mapped_column(ForeignKey("credit_buckets.id", ondelete="CASCADE"), primary_key=True)
+    feature: Mapped[str] = mapped_column(String(50), primary_key=True)
+    amount: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class AnalyticsTokenRow(Base):
+    """An analytics access token; only the SHA-256 of its random bytes is stored. Revoking sets revoked_at."""
+
+    __tablename__ = "analytics_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    display_name: Mapped[str] = mapped_column(String(255), default="")
+    token_sha256: Mapped[bytes] = mapped_column(LargeBinary(32), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)

@@ -54,7 +54,8 @@ def _token_in_url(scope: Scope) -> bool:
 
 
 def is_api_path(path: str) -> bool:
-    return path.startswith("/.api/")
+    # The analytics API (issue #9) is an API too: JSON errors, and CSRF checks on cookie-authenticated writes.
+    return path.startswith(("/.api/", "/analytics/api/"))
 
 
 def _error_response(path: str, error: CodewellError) -> Response:

@@ -51,6 +51,17 @@ def _signed_in(request: Request, cookie: str, target: str) -> Response:
     return response
 
 
+def signed_in_response(request: Request, cookie: str, target: str) -> Response:
+    """The redirect that sets a new session cookie (used by the external sign-in providers too)."""
+    return _signed_in(request, cookie, target)
+
+
+def _external_options(request: Request, return_to: str) -> list[Any]:
+    from codewell.auth.providers.service import ExternalSignIn
+
+    return runtime_of(request).get(ExternalSignIn).options(return_to)
+
+
 async def sign_in_page(request: Request) -> Response:
     runtime = runtime_of(request)
     auth = runtime.get(AuthService)
@@ -59,6 +70,7 @@ async def sign_in_page(request: Request) -> Response:
         "return_to": return_to,
         "builtin": auth.builtin_enabled(),
         "signup": builtin_signup_allowed(runtime),
+        "providers": _external_options(request, return_to),
         "username": "",
         "error": "",
     }
@@ -112,7 +124,11 @@ async def sign_out(request: Request) -> Response:
     cookie = request.cookies.get(SESSION_COOKIE, "")
     if cookie:
         await run_in_threadpool(runtime_of(request).get(AuthService).end_session, cookie)
-    response = RedirectResponse("/sign-in", status_code=303)
+    from codewell.auth.providers.service import ExternalSignIn
+
+    # With one OAuth/OIDC/SAML provider as the only sign-in method, signing out starts a new sign-in there.
+    sole = runtime_of(request).get(ExternalSignIn).sole_redirect_login()
+    response = RedirectResponse(sole or "/sign-in", status_code=303)
     response.delete_cookie(SESSION_COOKIE, path="/")
     return response
 

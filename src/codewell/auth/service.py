@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -258,7 +259,7 @@ class AuthService:
         if locked_for is not None:
             self._sign_in_audit("failed", username, client, "account locked")
             if matches:
-                minutes = max(1, int(locked_for.total_seconds() // 60))
+                minutes = max(1, math.ceil(locked_for.total_seconds() / 60))
                 raise Unauthenticated(
                     f"Too many failed sign-in attempts: this account is locked for {minutes} more minutes.",
                     hint="wait, or ask a site admin for a password reset link",

@@ -137,12 +137,13 @@ def config_show(ctx: click.Context) -> None:
 def register_capability_commands(group: click.Group) -> None:
     """Each capability's command group, in one readable list."""
     from codewell.accounts.cli import COMMANDS as accounts_commands
+    from codewell.analytics.cli import COMMANDS as analytics_commands
     from codewell.history.cli import history
     from codewell.oauth.cli import oauth
     from codewell.repos.cli import repos
     from codewell.search.cli import index, search
 
-    commands: list[click.Command] = [repos, index, search, history, oauth, *accounts_commands]
+    commands: list[click.Command] = [repos, index, search, history, oauth, *accounts_commands, *analytics_commands]
     for command in commands:
         group.add_command(command)
 

@@ -7,32 +7,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+
+from codewell.config.providers import Provider, parse_providers
 
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
-
-
-PROVIDER_TYPES = (
-    "builtin",
-    "saml",
-    "github",
-    "gitlab",
-    "bitbucketcloud",
-    "bitbucketserver",
-    "gerrit",
-    "openidconnect",
-    "http-header",
-)
-# The spec's neutral names for the code host providers.
-PROVIDER_TYPE_ALIASES = {
-    "codehost_a": "github",
-    "codehost_b": "gitlab",
-    "codehost_c_cloud": "bitbucketcloud",
-    "codehost_c_server": "bitbucketserver",
-    "codehost_d": "gerrit",
-}
 
 
 class AccessTokensConfig(Strict):
@@ -96,6 +77,7 @@ class SiteConfig(Strict):
     mcp_enabled: bool = Field(True, alias="mcp.enabled")
     mcp_tools_disabled: list[str] = Field(default_factory=list, alias="mcp.tools.disabled")
     repositories: list[RepoSource] = Field(default_factory=list, alias="repositories")
+    _providers: list[Provider] = PrivateAttr(default_factory=list)
 
     @field_validator("external_url")
     @classmethod
@@ -109,12 +91,19 @@ class SiteConfig(Strict):
     @field_validator("auth_providers")
     @classmethod
     def _check_providers(cls, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        known = (*PROVIDER_TYPES, *PROVIDER_TYPE_ALIASES)
-        for index, provider in enumerate(value):
-            kind = provider.get("type")
-            if kind not in known:
-                raise ValueError(f"[{index}].type must be one of {', '.join(PROVIDER_TYPES)} (got {kind!r})")
+        parse_providers(value)  # raises ValueError naming each bad entry and field
         return value
+
+    @model_validator(mode="after")
+    def _typed_providers(self) -> SiteConfig:
+        # The raw entries stay as written (aliases too); the typed models, with defaults, are kept beside them.
+        self._providers = parse_providers(self.auth_providers)
+        return self
+
+    @property
+    def providers(self) -> list[Provider]:
+        """`auth.providers` as typed models (codewell.config.providers), in file order, defaults applied."""
+        return list(self._providers)
 
     @property
     def mcp_dynamic_client_registration_enabled(self) -> bool:

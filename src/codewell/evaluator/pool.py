@@ -107,7 +107,9 @@ class Worker:
                 self.kill()
                 raise WorkerDied("killed after the time limit", "time_limit")
             if message["type"] == "done":
-                outcome: dict[str, Any] = message["outcome"]
+                outcome = message.get("outcome")
+                if not isinstance(outcome, dict):
+                    raise self._died("the worker sent a malformed outcome")
                 return outcome
             if message["type"] != "call":
                 raise self._died(f"unexpected message {message['type']!r}")

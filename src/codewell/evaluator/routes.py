@@ -22,14 +22,24 @@ async def evaluate(request: Request) -> Response:
     actor = actor_of(request)
     if actor.is_anonymous:
         raise Unauthenticated("sign in to run scripts", hint="send an access token: Authorization: token <token>")
+    service = runtime_of(request).get(EvaluatorService)
+    # Bounded read: the script limit applies to the JSON-escaped script too (at most 6 bytes per byte).
+    limit = 6 * service.limits.max_script_bytes + 1024
+    raw = bytearray()
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > limit:
+            raise InvalidInput(
+                f"the request body is larger than {limit} bytes",
+                hint=f"scripts are limited to {service.limits.max_script_bytes} bytes",
+            )
     try:
-        body = json.loads(await request.body())
+        body = json.loads(raw)
     except ValueError:
         raise InvalidInput("the request body is not JSON", hint='send {"script": "return 1"}') from None
     script = body.get("script") if isinstance(body, dict) else None
     if not isinstance(script, str):
         raise InvalidInput("`script` must be a string", hint='send {"script": "return 1"}')
-    service = runtime_of(request).get(EvaluatorService)
     # The run blocks on a worker process (and on search calls): keep it off the event loop.
     result = await asyncio.to_thread(service.run, actor, script)
     return JSONResponse(result.as_dict())

@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 # Lua runtime, so a script error leaves nothing behind. Any limit or crash recycles the process.
 CLEAN_KINDS = frozenset({"ok", "syntax_error", "runtime_error", "result_error"})
 
+# The smallest JSON a matching line costs the script ({"line":1,"text":""} plus its share of the file).
+MIN_MATCH_BYTES = 32
+
 HINTS = {
     "syntax_error": "fix the Lua 5.4 syntax at the reported line",
     "runtime_error": "the error was raised at the reported line; pcall(f, ...) catches errors you expect",
@@ -144,8 +147,11 @@ class _CallBudget:
                 return _limit(f"the script called read_file more than {self.limits.max_read_file_calls} times")
         return None
 
+    def remaining(self) -> int:
+        return max(0, self.limits.max_call_bytes - self.bytes)
+
     def charge(self, value: Any) -> dict[str, Any]:
-        size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+        size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
         self.bytes += size
         if self.bytes > self.limits.max_call_bytes:
             return _limit(f"search and read_file returned more than {self.limits.max_call_bytes} bytes to the script")
@@ -208,7 +214,9 @@ class EvaluatorService:
             # The interpreter's own footprint is measured by the worker; this is room for Lua's heap (capped
             # separately by max_memory) plus host data being converted.
             address_space=sandbox.max_memory * 2 + 256 * 1024 * 1024,
-            max_frame=sandbox.max_result + sandbox.max_output + 256 * 1024,
+            # The outcome frame holds the result JSON as a string (escaping can double it) and the output
+            # (control characters escape to six bytes each).
+            max_frame=2 * sandbox.max_result + 6 * sandbox.max_output + 64 * 1024,
         )
 
     @classmethod
@@ -303,7 +311,7 @@ class EvaluatorService:
             if over is not None:
                 return over
             if name == "search" and len(args) == 1 and isinstance(args[0], str):
-                return budget.charge(self._search(actor, args[0], deadline))
+                return budget.charge(self._search(actor, args[0], deadline, budget))
             if name == "read_file" and len(args) == 4:
                 return budget.charge(self._read_file(actor, *args))
             return {"status": "error", "value": f"{name}: not a function scripts can call", "kind": ""}
@@ -314,11 +322,18 @@ class EvaluatorService:
             log.exception("evaluator host call %s failed", name)
             return {"status": "error", "value": f"{name}: internal error", "kind": ""}
 
-    def _search(self, actor: Actor, query: str, deadline: float) -> dict[str, Any]:
-        from codewell.search.service import SearchService
+    def _search(self, actor: Actor, query: str, deadline: float, budget: _CallBudget) -> dict[str, Any]:
+        from codewell.search.query.parser import parse_query
+        from codewell.search.service import DEFAULT_COUNT, SearchService
 
+        # Never build more matches in this process than the script could still receive: a count:all over a
+        # large corpus would otherwise materialize up to a million lines here before the bytes check.
+        parsed = parse_query(query)
+        cap = max(1, budget.remaining() // MIN_MATCH_BYTES)
+        wanted = None if parsed.count_all else (parsed.count or DEFAULT_COUNT)
+        count = cap if wanted is None else min(wanted, cap)
         remaining = max(0.1, deadline - time.monotonic())
-        results = self.runtime.get(SearchService).search(actor, query, timeout=remaining)
+        results = self.runtime.get(SearchService).search(actor, query, count=count, timeout=remaining)
         return search_value(results)
 
     def _read_file(self, actor: Actor, repo: Any, path: Any, start: Any, end: Any) -> dict[str, Any]:

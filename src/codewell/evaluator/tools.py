@@ -53,11 +53,12 @@ def _render(result: EvaluationResult) -> str:
     if result.error is not None:
         error = result.error
         where = f" at line {error.line}" if error.line else ""
-        parts.append(f"Script error ({error.kind}){where}: {error.message}")
+        lines = [f"Script error ({error.kind}){where}: {error.message}"]
         if error.hint:
-            parts.append(f"Hint: {error.hint}")
+            lines.append(f"Hint: {error.hint}")
         if len(error.traceback) > 1:
-            parts.append("Traceback:\n" + "\n".join(f"  {frame}" for frame in error.traceback))
+            lines.append("Traceback:\n" + "\n".join(f"  {frame}" for frame in error.traceback))
+        parts.append("\n".join(lines))
     else:
         parts.append("Result:\n" + json.dumps(result.value, indent=2, ensure_ascii=False))
     if result.output:

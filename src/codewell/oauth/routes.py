@@ -309,6 +309,7 @@ class OAuthRoutes:
         response = client.as_json()
         response.pop("kind")
         response.pop("created_at")
+        response = {k: v for k, v in response.items() if v not in (None, "")}  # RFC 7591: omit absent fields
         response["client_id_issued_at"] = int(client.created_at.timestamp())
         if secret:
             response["client_secret"] = secret

@@ -47,6 +47,10 @@ SECRET_PREFIX = "cwcs_"
 AUTH_METHODS = ("none", "client_secret_post", "client_secret_basic")
 GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
+# Schemes a browser would execute or read locally instead of handing to an app.
+UNSAFE_SCHEMES = frozenset(
+    {"javascript", "data", "file", "vbscript", "about", "blob", "filesystem", "ftp", "ws", "wss"}
+)
 
 
 def sha256(value: str) -> bytes:
@@ -163,12 +167,12 @@ def check_redirect_uri(uri: str) -> None:
         return
     if is_loopback_redirect(uri):
         return
-    if parts.scheme and parts.scheme not in {"http", "https", "javascript", "data", "file"} and "." in parts.scheme:
-        return  # private-use URI scheme of a native app, e.g. com.example.app:/callback
+    if parts.scheme and parts.scheme not in {"http", "https", *UNSAFE_SCHEMES}:
+        return  # private-use URI scheme of a native app (RFC 8252 §7.1): cursor://..., com.example.app:/cb
     raise OAuthError(
         "invalid_redirect_uri",
         f"redirect URI {uri!r} is not allowed: use https, http on a loopback address (127.0.0.1, localhost, [::1]) "
-        "or a private-use scheme with a dot (com.example.app:/cb)",
+        "or an app's private-use scheme (cursor://..., com.example.app:/cb)",
     )
 
 

@@ -100,8 +100,15 @@ def ensure_head(mirror: Path, branch: str) -> None:
     run_git(["symbolic-ref", "HEAD", f"refs/heads/{branch}"], cwd=mirror, timeout=60)
 
 
-def remove_mirror(mirror: Path) -> None:
-    """Delete a mirror directory (and tmp dirs of interrupted clones of it)."""
+def remove_mirror(mirror: Path, root: Path) -> None:
+    """Delete a mirror directory, tmp dirs of interrupted clones of it, and parent dirs left empty under `root`."""
     shutil.rmtree(mirror, ignore_errors=True)
     for leftover in mirror.parent.glob(mirror.name + ".tmp-*") if mirror.parent.exists() else []:
         shutil.rmtree(leftover, ignore_errors=True)
+    parent = mirror.parent
+    while parent != root and root in parent.parents:
+        try:
+            parent.rmdir()  # only succeeds when empty: another repository may share the parent
+        except OSError:
+            break
+        parent = parent.parent

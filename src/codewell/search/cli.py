@@ -9,7 +9,7 @@ import os
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from codewell.cli.common import fail, handle_errors, open_runtime
 from codewell.core.actors import INTERNAL
@@ -45,7 +45,7 @@ def index(ctx: click.Context, repo: str | None, force: bool, workers: int) -> No
             total = target.size_bytes or 0
             task = progress.add_task(target.name, total=total or None, detail="reading files")
 
-            def update(docs: int, size: int, task: int = task) -> None:
+            def update(docs: int, size: int, task: TaskID = task) -> None:
                 progress.update(task, completed=size, detail=f"{docs} files, {size / 1e6:.0f} MB")
 
             try:

@@ -13,7 +13,10 @@ from starlette.routing import BaseRoute
 
 from codewell.accounts import pages as accounts_pages
 from codewell.accounts import routes as accounts_routes
+from codewell.analytics import pages as analytics_pages
+from codewell.analytics import routes as analytics_routes
 from codewell.auth import routes as auth_routes
+from codewell.auth.providers import routes as auth_provider_routes
 from codewell.auth.middleware import AuthenticationMiddleware
 from codewell.capabilities import setup_all
 from codewell.core.errors import CodewellError
@@ -22,8 +25,8 @@ from codewell.history import routes as history_routes
 from codewell.mcp import http as mcp_http
 from codewell.oauth import routes as oauth_routes
 from codewell.repos import routes as repos_routes
-from codewell.search import routes as search_routes
 from codewell.runtime import Runtime
+from codewell.search import routes as search_routes
 from codewell.web import ops
 from codewell.web.errors import codewell_error_handler, unhandled_error_handler
 from codewell.web.middleware import RequestContextMiddleware
@@ -36,6 +39,7 @@ def capability_routes(runtime: Runtime) -> list[BaseRoute]:
     return [
         *ops.routes(),
         *auth_routes.routes(),
+        *auth_provider_routes.routes(),
         *accounts_routes.routes(),
         *accounts_pages.routes(),
         *evaluator_routes.routes(),
@@ -44,6 +48,8 @@ def capability_routes(runtime: Runtime) -> list[BaseRoute]:
         *history_routes.routes(),
         *repos_routes.routes(),
         *search_routes.routes(),
+        *analytics_routes.routes(),
+        *analytics_pages.routes(),
     ]
 
 

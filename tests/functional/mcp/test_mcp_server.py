@@ -37,7 +37,9 @@ async def connect(served: Served, token: str, path: str = "/.api/mcp", mode: str
         yield client
 
 
-def rpc(served: Served, body: Any, token: str | None = None, path: str = "/.api/mcp", **headers: str) -> httpx2.Response:
+def rpc(
+    served: Served, body: Any, token: str | None = None, path: str = "/.api/mcp", **headers: str
+) -> httpx2.Response:
     sent = {**LEGACY_HEADERS, **headers}
     if token:
         sent["authorization"] = f"token {token}"
@@ -77,7 +79,12 @@ async def test_modern_era_answers_server_discover(served: Served) -> None:
             "jsonrpc": "2.0",
             "id": 1,
             "method": "server/discover",
-            "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}},
+            "params": {
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                }
+            },
         },
         token,
         **{"mcp-protocol-version": "2026-07-28", "mcp-method": "server/discover"},
@@ -97,7 +104,12 @@ async def test_bare_tools_call_without_initialize_reads_first_sse_line(served: S
     called = sse_json(
         rpc(
             served,
-            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"message": "x"}}},
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"message": "x"}},
+            },
             token,
         )
     )

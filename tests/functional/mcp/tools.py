@@ -54,7 +54,7 @@ def _named(name: str) -> Any:
 
 ECHO = ToolSpec(
     "echo",
-    "Echo a message. Example: {\"message\": \"hi\"}",
+    'Echo a message. Example: {"message": "hi"}',
     schema({"message": {"type": "string", "minLength": 1}, "times": {"type": "integer", "minimum": 1}}, ["message"]),
     _echo,
     ALL_ENDPOINTS,
@@ -67,7 +67,9 @@ BIG = ToolSpec(
     _big,
     frozenset({Endpoint.CORE, Endpoint.ALL}),
 )
-MISSING = ToolSpec("missing_repo", "Always not found.", schema({"repo": {"type": "string"}}, ["repo"]), _missing, ALL_ENDPOINTS)
+MISSING = ToolSpec(
+    "missing_repo", "Always not found.", schema({"repo": {"type": "string"}}, ["repo"]), _missing, ALL_ENDPOINTS
+)
 CRASH = ToolSpec("crash", "Always crashes.", schema({}), _crash, ALL_ENDPOINTS)
 ALL_ONLY = ToolSpec("list_refs_like", "Only on /all.", schema({}), _named("list_refs_like"), frozenset({Endpoint.ALL}))
 NLS = ToolSpec("nls_search", "Natural-language search.", schema({}), _named("nls_search"), frozenset({Endpoint.ALL}))

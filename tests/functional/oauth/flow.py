@@ -61,7 +61,9 @@ def authorize_params(client_id: str, pkce: Pkce, **overrides: str | None) -> dic
     return {k: v for k, v in params.items() if v is not None}
 
 
-def authorize(served: Served, cookies: dict[str, str], params: dict[str, str], decision: str = "approve") -> httpx2.Response:
+def authorize(
+    served: Served, cookies: dict[str, str], params: dict[str, str], decision: str = "approve"
+) -> httpx2.Response:
     """GET the consent page as the signed-in user, then submit it; returns the final (redirect) response."""
     page = httpx2.get(served.url("/.auth/idp/oauth/authorize"), params=params, cookies=cookies)
     if page.status_code != 200:
@@ -95,7 +97,9 @@ def full_flow(served: Served, user: User, resource: str | None = None) -> tuple[
     """Register, authorize, exchange; returns (client_id, token response)."""
     client_id = register(served)["client_id"]
     pkce = Pkce.new()
-    query = redirect_query(authorize(served, session_cookie(served, user), authorize_params(client_id, pkce, resource=resource)))
+    query = redirect_query(
+        authorize(served, session_cookie(served, user), authorize_params(client_id, pkce, resource=resource))
+    )
     response = token(
         served,
         grant_type="authorization_code",

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
+from tests.factories import auth_headers, make_token, make_user
+from tests.gitfixtures import commit, make_repo, register_local_repo
 
-from codewell.core.actors import INTERNAL
+from codewell.core.actors import ANONYMOUS, INTERNAL
 from codewell.repos.service import RepoService
 from codewell.runtime import Runtime
 from codewell.search.service import SearchService
-from tests.factories import auth_headers, make_token, make_user
-from tests.gitfixtures import commit, make_repo, register_local_repo
 
 
 @pytest.fixture
@@ -38,8 +38,14 @@ def repos(tmp_path: Path, runtime: Runtime, client: TestClient) -> dict[str, Pat
     return {"pub": public, "priv": private}
 
 
+@pytest.fixture
+def user_headers(runtime: Runtime) -> dict[str, str]:
+    """A signed-in user with no grants: reads public repositories only."""
+    return auth_headers(make_token(runtime, make_user(runtime, "reader")))
+
+
 def search(client: TestClient, q: str, headers: dict[str, str] | None = None, **params: str) -> dict[str, Any]:
-    response = client.get("/.api/search", params={"q": q, **params}, headers=headers or {})
+    response = client.get("/.api/search", params={"q": q, **params}, headers=headers or client.headers)
     assert response.status_code == 200, response.text
     body: dict[str, Any] = response.json()
     return body
@@ -49,7 +55,10 @@ def paths(body: dict[str, Any]) -> set[str]:
     return {f"{f['repository']}:{f['path']}" for f in body["files"]}
 
 
-def test_anonymous_sees_only_public_repositories(client: TestClient, repos: dict[str, Path]) -> None:
+def test_user_without_grants_sees_only_public_repositories(
+    client: TestClient, repos: dict[str, Path], user_headers: dict[str, str]
+) -> None:
+    client.headers.update(user_headers)
     body = search(client, "mutex_lock")
     assert paths(body) == {"local/pub:src/locks.c", "local/pub:mutex_lock.h"}
     # The file-name match ranks first; the binary file is never a content match.
@@ -70,7 +79,8 @@ def test_granted_user_sees_private_repository(runtime: Runtime, client: TestClie
     assert not any("priv" in s for s in body["skipped"])
 
 
-def test_query_language_over_rest(client: TestClient, repos: dict[str, Path]) -> None:
+def test_query_language_over_rest(client: TestClient, repos: dict[str, Path], user_headers: dict[str, str]) -> None:
+    client.headers.update(user_headers)
     assert paths(search(client, "mutex_lock case:yes")) == {"local/pub:src/locks.c"}
     assert paths(search(client, "mutex_lock file:\\.c$")) == {"local/pub:src/locks.c"}
     assert paths(search(client, "mutex_lock -file:\\.c$")) == {"local/pub:mutex_lock.h"}
@@ -88,10 +98,15 @@ def test_query_language_over_rest(client: TestClient, repos: dict[str, Path]) ->
     assert limited["limitHit"] is True
 
 
-def test_unindexed_revision_is_searched(client: TestClient, repos: dict[str, Path]) -> None:
+def test_unindexed_revision_is_searched(
+    client: TestClient, repos: dict[str, Path], user_headers: dict[str, str]
+) -> None:
+    client.headers.update(user_headers)
     assert paths(search(client, "added_later")) == {"local/pub:src/new.c"}
-    assert search(client, "added_later repo:pub@v1")["files"] == []
-    assert paths(search(client, "mutex_lock repo:pub rev:v1")) >= {"local/pub:src/locks.c"}
+    body = search(client, "added_later repo:pub@v1")
+    assert body["files"] == [], body
+    body = search(client, "mutex_lock repo:pub rev:v1")
+    assert paths(body) >= {"local/pub:src/locks.c"}, body
 
 
 @pytest.mark.parametrize(
@@ -106,8 +121,10 @@ def test_unindexed_revision_is_searched(client: TestClient, repos: dict[str, Pat
         ("repo:pub", "only filters"),
     ],
 )
-def test_bad_queries_get_specific_errors(client: TestClient, query: str, message: str) -> None:
-    response = client.get("/.api/search", params={"q": query})
+def test_bad_queries_get_specific_errors(
+    client: TestClient, user_headers: dict[str, str], query: str, message: str
+) -> None:
+    response = client.get("/.api/search", params={"q": query}, headers=user_headers)
     assert response.status_code == 400
     error = response.json()["error"]
     assert message in error["message"]
@@ -115,8 +132,9 @@ def test_bad_queries_get_specific_errors(client: TestClient, query: str, message
 
 
 def test_new_commit_is_searchable_soon_after_sync(
-    tmp_path: Path, runtime: Runtime, client: TestClient
+    tmp_path: Path, runtime: Runtime, client: TestClient, user_headers: dict[str, str]
 ) -> None:
+    client.headers.update(user_headers)
     files = {f"pkg/m{i:04}.py": f"def f{i}():\n    return {i}\n" for i in range(1000)}
     source = make_repo(tmp_path / "big", files)
     register_local_repo(runtime, source, "local/big")
@@ -147,13 +165,12 @@ def test_keyword_search_tool_over_mcp(runtime: Runtime, client: TestClient, repo
         headers={
             "accept": "application/json, text/event-stream",
             "content-type": "application/json",
+            "host": "127.0.0.1",
             **auth_headers(token),
         },
     )
-    assert response.status_code == 200, response.text
-    data = next(
-        (json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")), response.json()
-    )
+    assert response.status_code == 200, (response.headers, response.text)
+    data = next(json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:"))
     result = data["result"]
     assert not result.get("isError")
     text = json.loads(result["content"][0]["text"])["text"]
@@ -168,3 +185,5 @@ def test_search_service_api(runtime: Runtime, client: TestClient, repos: dict[st
     assert all(len(f.commit) == 40 for f in results.files)
     statuses = {s.repo: s for s in service.status(INTERNAL)}
     assert statuses["local/pub"].state == "indexed"
+    anonymous = service.search(ANONYMOUS, "secret_word")
+    assert [f.repo for f in anonymous.files] == ["local/pub"]

@@ -18,7 +18,7 @@ from codewell.auth.header import Credentials, MalformedHeader, Scheme, parse_aut
         ('token-sudo token="tok==", user="alice"', Credentials(Scheme.TOKEN_SUDO, "tok==", "alice")),
         ('token-sudo token=tok, user="alice"', Credentials(Scheme.TOKEN_SUDO, "tok", "alice")),
         # Keys are case-insensitive, values quoted or bare, whitespace around commas is optional.
-        ('token-sudo TOKEN=tok,User=alice', Credentials(Scheme.TOKEN_SUDO, "tok", "alice")),
+        ("token-sudo TOKEN=tok,User=alice", Credentials(Scheme.TOKEN_SUDO, "tok", "alice")),
         ('token-sudo user="bob" , token="t"', Credentials(Scheme.TOKEN_SUDO, "t", "bob")),
         ('token token="a\\"b"', Credentials(Scheme.TOKEN, 'a"b')),
         # Scheme names are case-insensitive; Bearer carries access tokens and OAuth tokens alike.

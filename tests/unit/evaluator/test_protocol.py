@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Iterator
@@ -16,10 +17,8 @@ def pipe() -> Iterator[tuple[int, int]]:
     read_fd, write_fd = os.pipe()
     yield read_fd, write_fd
     for fd in (read_fd, write_fd):
-        try:
+        with contextlib.suppress(OSError):
             os.close(fd)
-        except OSError:
-            pass
 
 
 def test_frames_round_trip_in_order(pipe: tuple[int, int]) -> None:

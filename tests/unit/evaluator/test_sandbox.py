@@ -480,7 +480,10 @@ def test_host_limits_cannot_be_caught() -> None:
         ("return search()", "bad argument #1 to 'search' (string expected, got nil)"),
         ("return search({})", "bad argument #1 to 'search' (string expected, got table)"),
         ("return read_file('r')", "bad argument #2 to 'read_file' (string expected, got nil)"),
-        ("return read_file('r', 'p', 'x')", "bad argument #3 to 'read_file' (integer line number expected, got string)"),
+        (
+            "return read_file('r', 'p', 'x')",
+            "bad argument #3 to 'read_file' (integer line number expected, got string)",
+        ),
         ("return read_file('r', 'p', 1.5)", "bad argument #3 to 'read_file' (integer line number expected, got float)"),
     ],
 )

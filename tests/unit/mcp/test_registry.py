@@ -39,7 +39,9 @@ CORE, ALL, DEEP = Endpoint.CORE, Endpoint.ALL, Endpoint.DEEPSEARCH
 
 
 def test_views_follow_membership_and_disabled_switch(runtime: Runtime) -> None:
-    registry = ToolRegistry([spec("read_file", CORE, ALL), spec("list_refs", ALL), spec("deepsearch_read", CORE, ALL, DEEP)])
+    registry = ToolRegistry(
+        [spec("read_file", CORE, ALL), spec("list_refs", ALL), spec("deepsearch_read", CORE, ALL, DEEP)]
+    )
     assert names(registry, CORE, runtime) == ["deepsearch_read", "read_file"]
     assert names(registry, ALL, runtime) == ["deepsearch_read", "list_refs", "read_file"]
     assert names(registry, DEEP, runtime) == ["deepsearch_read"]

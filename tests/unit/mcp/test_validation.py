@@ -29,7 +29,7 @@ SCHEMA = {
         ({"repo": ""}, "argument 'repo' must have at least 1 characters"),
         ({"repo": "r", "limit": 501}, "argument 'limit' must be <= 500, got 501"),
         ({"repo": "r", "limit": "5"}, "argument 'limit' must be of type integer, got \"5\""),
-        ({"repo": "r", "kind": "all"}, "argument 'kind' must be one of \"tags\", \"heads\", got \"all\""),
+        ({"repo": "r", "kind": "all"}, 'argument \'kind\' must be one of "tags", "heads", got "all"'),
         ({"repo": "r", "repos": ["a", 1]}, "argument 'repos.1' must be of type string, got 1"),
         ({"repo": "r", "repos": ["a", "b", "c"]}, "argument 'repos' must have at most 2 items"),
     ],

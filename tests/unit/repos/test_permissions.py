@@ -38,7 +38,8 @@ def test_anonymous_and_other_users_cannot_tell_a_private_repo_from_a_missing_one
         for method in ("get", "resolve", "list_files", "list_refs"):
             hidden = _error_of(lambda m=method, a=actor: getattr(two_repos, m)(a, "local/secret"))
             missing = _error_of(lambda m=method, a=actor: getattr(two_repos, m)(a, "local/missing"))
-            assert hidden == missing and hidden[0] is NotFound
+            assert hidden == missing
+            assert hidden[0] is NotFound
         hidden = _error_of(lambda a=actor: two_repos.read_file(a, "local/secret", "README.md"))
         assert hidden == _error_of(lambda a=actor: two_repos.read_file(a, "local/missing", "README.md"))
         assert [r.name for r in two_repos.list_repos(actor, "local").repos] == ["local/public"]
@@ -99,9 +100,7 @@ def test_admin_operations_need_a_site_admin_whether_or_not_the_repo_exists(
         two_repos.repos_of_user(bob, (bob.user_id or 0) + 1)
 
 
-def test_list_repos_matches_substrings_case_insensitively_with_limits(
-    runtime: Runtime, sample_source: Path
-) -> None:
+def test_list_repos_matches_substrings_case_insensitively_with_limits(runtime: Runtime, sample_source: Path) -> None:
     service = runtime.get(RepoService)
     for name in ("github.com/Org/Alpha", "github.com/org/beta_1", "gitlab.com/x/alphabet"):
         service.add_repo(INTERNAL, f"https://{name}.git")
@@ -113,7 +112,8 @@ def test_list_repos_matches_substrings_case_insensitively_with_limits(
     assert [r.name for r in service.list_repos(ANONYMOUS, "a_1").repos] == ["github.com/org/beta_1"]
     assert service.list_repos(ANONYMOUS, "%").repos == []
     page = service.list_repos(ANONYMOUS, "", limit=2)
-    assert len(page.repos) == 2 and page.has_more
+    assert len(page.repos) == 2
+    assert page.has_more
     assert not service.list_repos(ANONYMOUS, "", limit=3).has_more
     for bad in (0, 10001):
         with pytest.raises(InvalidInput, match="between 1 and 10000"):

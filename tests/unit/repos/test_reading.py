@@ -59,20 +59,28 @@ def test_out_of_range_lines_are_clear_errors(
 
 def test_files_over_128_kb_return_200_lines_and_say_how_to_read_on(service: RepoService, sample: Repo) -> None:
     content = service.read_file(ANONYMOUS, NAME, "big.txt")
-    assert content.truncated and len(content.lines) == 200 and content.total_lines == 5000
+    assert content.truncated
+    assert len(content.lines) == 200
+    assert content.total_lines == 5000
     assert content.lines[-1].startswith("line 000200 ")
-    assert content.notice is not None and "startLine=201" in content.notice
+    assert content.notice is not None
+    assert "startLine=201" in content.notice
     assert render.file_text(content).splitlines()[-1] == content.notice
     further = service.read_file(ANONYMOUS, NAME, "big.txt", start_line=201, end_line=260)
-    assert not further.truncated and further.lines[0].startswith("line 000201 ") and len(further.lines) == 60
+    assert not further.truncated
+    assert further.lines[0].startswith("line 000201 ")
+    assert len(further.lines) == 60
 
 
 def test_binary_files_report_size_and_type_instead_of_bytes(service: RepoService, sample: Repo) -> None:
     content = service.read_file(ANONYMOUS, NAME, "assets/logo.png")
-    assert content.binary and content.content_type == "image/png" and content.lines == []
+    assert content.binary
+    assert content.content_type == "image/png"
+    assert content.lines == []
     text = render.file_text(content)
     assert "Binary file (97 bytes, image/png)" in text
-    assert "\x00" not in text and "PNG" not in text
+    assert "\x00" not in text
+    assert "PNG" not in text
 
 
 @pytest.mark.parametrize(
@@ -169,7 +177,9 @@ def test_list_files_stops_at_1000_entries_with_a_notice(runtime: Runtime, tmp_pa
     files["zdir/x.txt"] = "x\n"
     register_local_repo(runtime, make_repo(tmp_path / "wide", files), "local/wide")
     listing = runtime.get(RepoService).list_files(ANONYMOUS, "local/wide")
-    assert listing.truncated and listing.total == 1004 and len(listing.entries) == 1000
+    assert listing.truncated
+    assert listing.total == 1004
+    assert len(listing.entries) == 1000
     assert listing.entries[0].path == "zdir/"  # directories first, even when cut
     assert "first 1000 of 1004" in render.files_text(listing)
 
@@ -186,8 +196,10 @@ def test_list_refs_lists_branches_then_tags_with_the_default_first(
         "refs/tags/v3.0",
     ]
     by_name = {r.short_name: r for r in refs.refs}
-    assert by_name["main"].default and not by_name["feature"].default
-    assert by_name["v2.0"].annotated and not by_name["v1.0"].annotated
+    assert by_name["main"].default
+    assert not by_name["feature"].default
+    assert by_name["v2.0"].annotated
+    assert not by_name["v1.0"].annotated
     assert by_name["v2.0"].commit == by_name["v1.0"].commit == sha_of(sample_source, "v1.0")  # peeled
     assert render.refs_text(refs).splitlines()[0] == f"refs/heads/main {by_name['main'].commit} (default branch)"
 
@@ -207,7 +219,9 @@ def test_list_refs_filters_combine(service: RepoService, sample: Repo, sample_so
 
 def test_list_refs_limit(service: RepoService, sample: Repo) -> None:
     page = service.list_refs(ANONYMOUS, NAME, limit=2)
-    assert len(page.refs) == 2 and page.has_more and page.total == 5
+    assert len(page.refs) == 2
+    assert page.has_more
+    assert page.total == 5
     assert "showing 2 of 5 refs" in render.refs_text(page)
     for bad in (0, 501):
         with pytest.raises(InvalidInput, match="between 1 and 500"):

@@ -23,12 +23,23 @@ from tests.gitfixtures import commit, git, make_bare, make_repo, register_local_
 def test_first_sync_clones_a_bare_mirror_with_branches_and_tags_only(
     runtime: Runtime, service: RepoService, sample: Repo, sample_source: Path
 ) -> None:
-    assert sample.sync_state == "ready" and sample.last_error is None and sample.default_branch == "main"
+    assert sample.sync_state == "ready"
+    assert sample.last_error is None
+    assert sample.default_branch == "main"
     assert sample.mirror_path == runtime.settings.data_dir / "repos" / "local" / "sample.git"
-    assert (sample.mirror_path / "HEAD").is_file() and not (sample.mirror_path / ".git").exists()
-    assert sample.size_bytes and sample.size_bytes > 0 and sample.last_fetched_at is not None
+    assert (sample.mirror_path / "HEAD").is_file()
+    assert not (sample.mirror_path / ".git").exists()
+    assert sample.size_bytes
+    assert sample.size_bytes > 0
+    assert sample.last_fetched_at is not None
     refs = git(sample.mirror_path, "for-each-ref", "--format=%(refname)").split()
-    assert sorted(refs) == ["refs/heads/feature", "refs/heads/main", "refs/tags/v1.0", "refs/tags/v2.0", "refs/tags/v3.0"]
+    assert sorted(refs) == [
+        "refs/heads/feature",
+        "refs/heads/main",
+        "refs/tags/v1.0",
+        "refs/tags/v2.0",
+        "refs/tags/v3.0",
+    ]
     assert not list(sample.mirror_path.parent.glob("*.tmp-*"))
 
 
@@ -40,11 +51,15 @@ def test_fetch_brings_new_commits_and_prunes_deleted_branches(
     synced: list[str] = []
     service.add_sync_listener(lambda repo: synced.append(repo.name))
     unchanged = service.sync_repo(INTERNAL, "local/src")
-    assert unchanged.ok and not unchanged.changed and synced == []  # nothing new: listeners not called
+    assert unchanged.ok
+    assert not unchanged.changed
+    assert synced == []
     new_head = commit(source, {"a.txt": "two\n"}, message="second")
     git(source, "branch", "-D", "old")
     outcome = service.sync_repo(INTERNAL, "local/src")
-    assert outcome.ok and outcome.changed and synced == ["local/src"]
+    assert outcome.ok
+    assert outcome.changed
+    assert synced == ["local/src"]
     assert service.read_file(ANONYMOUS, "local/src", "a.txt").commit == new_head
     assert [r.short_name for r in service.list_refs(ANONYMOUS, "local/src").refs] == ["main"]
 
@@ -70,12 +85,16 @@ def test_a_clone_failure_is_recorded_with_back_off_and_leaves_nothing_behind(
     repo = service.add_repo(INTERNAL, f"file://{tmp_path}/missing.git", name="bad/missing")
     before = utcnow()
     outcome = service.sync_repo(INTERNAL, "bad/missing")
-    assert not outcome.ok and outcome.error
+    assert not outcome.ok
+    assert outcome.error
     failed = service.get(INTERNAL, "bad/missing")
-    assert failed.sync_state == "failed" and failed.failures == 1
+    assert failed.sync_state == "failed"
+    assert failed.failures == 1
     assert "does not appear to be a git repository" in (failed.last_error or "")
-    assert failed.next_sync_at is not None and failed.next_sync_at >= before + timedelta(seconds=backoff_seconds(1))
-    assert not repo.mirror_path.exists() and not list(repo.mirror_path.parent.glob("*.tmp-*"))
+    assert failed.next_sync_at is not None
+    assert failed.next_sync_at >= before + timedelta(seconds=backoff_seconds(1))
+    assert not repo.mirror_path.exists()
+    assert not list(repo.mirror_path.parent.glob("*.tmp-*"))
     service.sync_repo(INTERNAL, "bad/missing")
     assert service.get(INTERNAL, "bad/missing").failures == 2
     with pytest.raises(Unavailable, match="not cloned yet"):
@@ -92,13 +111,17 @@ def test_credentials_never_reach_names_errors_or_the_mirror_config(
 ) -> None:
     # Port 9 on loopback: nothing listens, the connection is refused at once.
     repo = service.add_repo(INTERNAL, "https://alice:hunter2secret@127.0.0.1:9/org/repo.git")
-    assert repo.name == "127.0.0.1/org/repo" and "hunter2" not in repo.clone_url
+    assert repo.name == "127.0.0.1/org/repo"
+    assert "hunter2" not in repo.clone_url
     outcome = service.sync_repo(INTERNAL, repo.name)
-    assert not outcome.ok and "hunter2secret" not in (outcome.error or "") and "127.0.0.1" in (outcome.error or "")
+    assert not outcome.ok
+    assert "hunter2secret" not in (outcome.error or "")
+    assert "127.0.0.1" in (outcome.error or "")
     monkeypatch.setenv("CW_TEST_TOKEN", "tok-abcdef123456")
     env_repo = service.add_repo(INTERNAL, "https://127.0.0.1:9/org/other.git", credentials_env="CW_TEST_TOKEN")
     env_outcome = service.sync_repo(INTERNAL, env_repo.name)
-    assert not env_outcome.ok and "tok-abcdef123456" not in (env_outcome.error or "")
+    assert not env_outcome.ok
+    assert "tok-abcdef123456" not in (env_outcome.error or "")
     monkeypatch.delenv("CW_TEST_TOKEN")
     missing = service.sync_repo(INTERNAL, env_repo.name)
     assert missing.error == "environment variable CW_TEST_TOKEN (credentialsEnv) is not set"
@@ -117,7 +140,10 @@ def test_removing_a_repo_deletes_its_mirror_and_tells_listeners(service: RepoSer
     removed: list[str] = []
     service.add_removal_listener(lambda repo: removed.append(repo.name))
     service.remove_repo(INTERNAL, "local/sample")
-    assert removed == ["local/sample"] and not sample.mirror_path.exists()
+    assert removed == ["local/sample"]
+    assert not sample.mirror_path.exists()
+    assert not sample.mirror_path.parent.exists()  # the empty `local/` parent went too
+    assert service.mirror_root.is_dir()
     with pytest.raises(NotFound):
         service.get(INTERNAL, "local/sample")
 
@@ -154,11 +180,14 @@ def test_site_config_sources_are_reconciled_into_the_repos_table(
     )
     assert sorted(report.added) == ["corp/one", "corp/two", "example.com/org/tool"]
     one = service.get(INTERNAL, "corp/one")
-    assert one.private and one.extra_branches == ("dev",) and one.source == "config:local"
+    assert one.private
+    assert one.extra_branches == ("dev",)
+    assert one.source == "config:local"
     assert service.get(INTERNAL, "example.com/org/tool").sync_interval_seconds == 60
     assert service.reconcile().added == []  # idempotent
     report = service.reconcile(_config(runtime, [{"kind": "local", "path": str(root), "prefix": "corp"}]))
-    assert report.removed == ["example.com/org/tool"] and sorted(report.updated) == ["corp/one", "corp/two"]
+    assert report.removed == ["example.com/org/tool"]
+    assert sorted(report.updated) == ["corp/one", "corp/two"]
     assert not service.get(INTERNAL, "corp/one").private
 
 
@@ -167,7 +196,9 @@ def test_a_source_that_fails_to_list_removes_nothing(runtime: Runtime, service: 
     report = service.reconcile(
         _config(runtime, [{"kind": "git", "urls": ["https://example.com/"]}])  # no path: cannot be named
     )
-    assert report.errors and "repositories[0] (git)" in report.errors[0] and report.removed == []
+    assert report.errors
+    assert "repositories[0] (git)" in report.errors[0]
+    assert report.removed == []
     assert service.get(INTERNAL, "example.com/a/b").name == "example.com/a/b"
 
 
@@ -187,7 +218,9 @@ def test_the_process_limiter_caps_concurrency_and_records_the_peak() -> None:
         thread.start()
     for thread in threads:
         thread.join()
-    assert limiter.max_active == 2 and limiter.active == 0 and peak_ok.is_set()
+    assert limiter.max_active == 2
+    assert limiter.active == 0
+    assert peak_ok.is_set()
 
 
 def test_git_subprocess_timeouts_kill_the_process(tmp_path: Path) -> None:

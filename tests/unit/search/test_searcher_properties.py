@@ -70,15 +70,11 @@ def reference(node: Node, lines: list[str], flags: int) -> tuple[bool, set[int]]
 
 def run(docs: list[str], node: Node, case_sensitive: bool) -> tuple[dict[str, set[int]], dict[str, set[int]]]:
     with tempfile.TemporaryDirectory() as tmp:
-        sources = [
-            SourceDoc(f"f{i}.txt", d.encode(), len(d), frozenset({"main"})) for i, d in enumerate(docs)
-        ]
+        sources = [SourceDoc(f"f{i}.txt", d.encode(), len(d), frozenset({"main"})) for i, d in enumerate(docs)]
         shard = Shard.open(build_shard(Path(tmp) / "s", {"repo": "r"}, sources))
         q = Query(expr=node, case_sensitive=case_sensitive)
         result = search_shard(shard, q, branch="main", limit=None, deadline=time.monotonic() + 30)
-        got = {
-            shard.paths[h.doc]: {line - int(shard.line_base[h.doc]) + 1 for line in h.lines} for h in result.hits
-        }
+        got = {shard.paths[h.doc]: {line - int(shard.line_base[h.doc]) + 1 for line in h.lines} for h in result.hits}
     flags = 0 if case_sensitive else re.IGNORECASE
     want: dict[str, set[int]] = {}
     for i, d in enumerate(docs):

@@ -32,8 +32,8 @@ FORMAT_VERSION = 1
 # Files above this size are usually generated or data; like Zoekt we index their path only (#4).
 MAX_FILE_SIZE = 1 << 20
 # Trigram keys are grouped into this many partitions so the final sort never holds every key at once.
-_PARTITIONS = 16
-_PART_SHIFT = 24 - 4  # top 4 bits of the 24-bit trigram choose the partition
+_PARTITIONS = 256
+_PART_SHIFT = 16  # the first byte of the trigram chooses the partition (keeps keys globally sorted)
 # Posting lists with at most this many documents are stored as raw uint32 arrays (cheaper than a bitmap).
 _RAW_MAX = 8
 _BATCH_BYTES = 8 << 20
@@ -205,18 +205,22 @@ def _write_partition(
     group_ends = np.concatenate([bounds, [len(tris)]]).astype(np.int64)
     counts = group_ends - group_starts
     raw = counts <= _RAW_MAX
-    offsets = np.zeros(len(group_starts), dtype=np.uint64)
-    blobs: list[bytes] = []
-    pos = position
-    docs_bytes = docs.tobytes()
-    # Rare trigrams (most of them) are copied as raw doc-id runs; only common ones become roaring bitmaps.
-    for g in range(len(group_starts)):
-        offsets[g] = pos
-        lo, hi = int(group_starts[g]), int(group_ends[g])
-        chunk = docs_bytes[lo * 4 : hi * 4] if raw[g] else BitMap(docs[lo:hi]).serialize()
-        blobs.append(chunk)
-        pos += len(chunk)
-    postings.write(b"".join(blobs))
+    # Rare trigrams (most of them) are copied as raw doc-id runs in one slice per stretch; only common
+    # ones become roaring bitmaps, so the Python loop runs once per common trigram, not per trigram.
+    sizes = counts * 4
+    bitmaps: dict[int, bytes] = {}
+    for g in np.flatnonzero(~raw).tolist():
+        bitmaps[g] = BitMap(docs[group_starts[g] : group_ends[g]]).serialize()
+        sizes[g] = len(bitmaps[g])
+    offsets = (position + np.concatenate([[0], np.cumsum(sizes)[:-1]])).astype(np.uint64)
+    previous = 0
+    for g in [*sorted(bitmaps), len(group_starts)]:
+        if g > previous:
+            postings.write(docs[group_starts[previous] : group_ends[g - 1]].tobytes())
+        if g < len(group_starts):
+            postings.write(bitmaps[g])
+        previous = g + 1
+    pos = position + int(sizes.sum())
     keys_out.append(tris[group_starts])
     offs_out.append(offsets)
     raw_out.append(raw)

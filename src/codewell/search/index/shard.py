@@ -47,7 +47,8 @@ class Shard:
         docs = json.loads((path / "docs.json").read_text())
 
         def load(name: str) -> np.ndarray:
-            return np.load(path / name, mmap_mode="r")
+            array: np.ndarray = np.load(path / name, mmap_mode="r")
+            return array
 
         return cls(
             path=path,
@@ -75,8 +76,9 @@ class Shard:
         branches: dict[str, str] = self.meta.get("branches", {})
         return branches
 
-    @cached_property
+    @property
     def all_docs(self) -> BitMap:
+        """A fresh (mutable) bitmap of every document."""
         return BitMap(range(self.doc_count))
 
     def branch_docs(self, branch: str) -> BitMap:
@@ -149,20 +151,20 @@ class Shard:
         if isinstance(formula, LitAnd):
             acc: BitMap | None = None
             for child in formula.children:
-                docs = self.candidates(child)
-                if docs is None:
+                found = self.candidates(child)
+                if found is None:
                     continue
-                acc = docs if acc is None else acc & docs
+                acc = found if acc is None else acc & found
                 if not acc:
                     break
             return acc
         if isinstance(formula, LitOr):
             union = BitMap()
             for child in formula.children:
-                docs = self.candidates(child)
-                if docs is None:
+                part = self.candidates(child)
+                if part is None:
                     return None
-                union |= docs
+                union |= part
             return union
         return None
 

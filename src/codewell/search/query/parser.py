@@ -203,7 +203,7 @@ def _read_word(query: str, start: int, group_depth: int) -> tuple[str, int]:
     return query[start:i], i
 
 
-def _tokenize(query: str) -> list[_Tok]:
+def _tokenize(query: str) -> list[_Tok]:  # noqa: PLR0912 - one branch per token kind
     tokens: list[_Tok] = []
     depth = 0
     i = 0
@@ -350,6 +350,23 @@ def check_regex(pattern: str, query: str, position: int) -> None:
 # Filters -------------------------------------------------------------------------------------------
 
 
+@dataclass
+class _Opts:
+    repos: list[RepoFilter] = field(default_factory=list)
+    exclude_repos: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    exclude_files: list[str] = field(default_factory=list)
+    languages: list[str] = field(default_factory=list)
+    exclude_languages: list[str] = field(default_factory=list)
+    revisions: tuple[str, ...] = ()
+    rev_tok: _Tok | None = None
+    count: int | None = None
+    count_all: bool = False
+    case_sensitive: bool = False
+    type: str = "file"
+    timeout: float = DEFAULT_TIMEOUT
+
+
 def parse_query(text: str, *, regex_default: bool = False) -> Query:
     """Parse `text` into a Query, or raise InvalidInput naming the position and the fix."""
     if len(text) > MAX_QUERY_LENGTH:
@@ -361,25 +378,23 @@ def parse_query(text: str, *, regex_default: bool = False) -> Query:
     tokens = _tokenize(text)
     fields = [t for t in tokens if t.kind == "field"]
     rest = [t for t in tokens if t.kind != "field"]
-    opts: dict[str, object] = {}
+    opts = _Opts()
     regex_default = _pattern_type(text, fields, regex_default)
     for tok in fields:
         _apply_field(text, tok, opts)
-    case_sensitive = bool(opts.get("case_sensitive", False))
     expr = _Parser(text, rest, regex_default).parse()
-    repos: list[RepoFilter] = list(opts.get("repos", []))  # type: ignore[call-overload]
-    revisions: tuple[str, ...] = tuple(opts.get("revisions", ()))  # type: ignore[call-overload]
-    rev_tok = opts.get("rev_tok")
-    if isinstance(rev_tok, _Tok):
+    repos = opts.repos
+    if opts.rev_tok is not None:
         if not repos:
-            raise _error("rev: needs repo:", text, rev_tok.position, "add repo:<name> (rev: only works with repo:)")
+            raise _error(
+                "rev: needs repo:", text, opts.rev_tok.position, "add repo:<name> (rev: only works with repo:)"
+            )
         if any(r.revisions for r in repos):
             raise _error(
-                "rev: given twice (also as repo:x@rev)", text, rev_tok.position, "use either repo:x@rev or rev:"
+                "rev: given twice (also as repo:x@rev)", text, opts.rev_tok.position, "use either repo:x@rev or rev:"
             )
-        repos = [RepoFilter(r.pattern, revisions) for r in repos]
-    qtype = str(opts.get("type", "file"))
-    if expr is None and not opts.get("files") and qtype != "path":
+        repos = [RepoFilter(r.pattern, opts.revisions) for r in repos]
+    if expr is None and not opts.files and opts.type != "path":
         raise InvalidInput(
             "the query has only filters and no search pattern",
             hint="add a search term (or file:<regex> to list matching files)",
@@ -387,17 +402,17 @@ def parse_query(text: str, *, regex_default: bool = False) -> Query:
     return Query(
         expr=expr,
         repos=tuple(repos),
-        exclude_repos=tuple(opts.get("exclude_repos", ())),  # type: ignore[call-overload]
-        files=tuple(opts.get("files", ())),  # type: ignore[call-overload]
-        exclude_files=tuple(opts.get("exclude_files", ())),  # type: ignore[call-overload]
-        languages=tuple(opts.get("languages", ())),  # type: ignore[call-overload]
-        exclude_languages=tuple(opts.get("exclude_languages", ())),  # type: ignore[call-overload]
-        revisions=revisions,
-        count=opts.get("count"),  # type: ignore[arg-type]
-        count_all=bool(opts.get("count_all", False)),
-        case_sensitive=case_sensitive,
-        type=qtype,
-        timeout=float(opts.get("timeout", DEFAULT_TIMEOUT)),  # type: ignore[arg-type]
+        exclude_repos=tuple(opts.exclude_repos),
+        files=tuple(opts.files),
+        exclude_files=tuple(opts.exclude_files),
+        languages=tuple(opts.languages),
+        exclude_languages=tuple(opts.exclude_languages),
+        revisions=opts.revisions,
+        count=opts.count,
+        count_all=opts.count_all,
+        case_sensitive=opts.case_sensitive,
+        type=opts.type,
+        timeout=opts.timeout,
         regex_default=regex_default,
     )
 
@@ -414,13 +429,7 @@ def _pattern_type(text: str, fields: list[_Tok], regex_default: bool) -> bool:
     return regex_default
 
 
-def _append(opts: dict[str, object], key: str, value: object) -> None:
-    current = opts.setdefault(key, [])
-    assert isinstance(current, list)
-    current.append(value)
-
-
-def _apply_field(text: str, tok: _Tok, opts: dict[str, object]) -> None:  # noqa: PLR0912 - one branch per field
+def _apply_field(text: str, tok: _Tok, opts: _Opts) -> None:  # noqa: PLR0912 - one branch per field
     name, value, pos = tok.name, tok.value, tok.position
     if not value and name != "patterntype":
         raise _error(f"{name}: needs a value", text, pos, f"write {name}:<value> with no space after the colon")
@@ -430,44 +439,44 @@ def _apply_field(text: str, tok: _Tok, opts: dict[str, object]) -> None:  # noqa
         pattern, _, rev = value.partition("@")
         check_regex(pattern, text, pos)
         if tok.negated:
-            _append(opts, "exclude_repos", pattern)
+            opts.exclude_repos.append(pattern)
         else:
-            _append(opts, "repos", RepoFilter(pattern, tuple(r for r in rev.split(":") if r) if rev else ()))
+            opts.repos.append(RepoFilter(pattern, tuple(r for r in rev.split(":") if r) if rev else ()))
     elif name == "file":
         _check_glob(text, tok)
         check_regex(value, text, pos)
-        _append(opts, "exclude_files" if tok.negated else "files", value)
+        (opts.exclude_files if tok.negated else opts.files).append(value)
     elif name == "lang":
-        _append(opts, "exclude_languages" if tok.negated else "languages", value.lower())
+        (opts.exclude_languages if tok.negated else opts.languages).append(value.lower())
     elif name == "rev":
-        if "rev_tok" in opts:
+        if opts.rev_tok is not None:
             raise _error("rev: given twice", text, pos, "give rev: once (rev:a:b searches several revisions)")
-        opts["rev_tok"] = tok
-        opts["revisions"] = tuple(r for r in value.split(":") if r)
+        opts.rev_tok = tok
+        opts.revisions = tuple(r for r in value.split(":") if r)
     elif name == "count":
         _apply_count(text, tok, opts)
     elif name == "case":
         if value.lower() not in ("yes", "no"):
             raise _error(f"case:{value} is not valid", text, pos, "use case:yes or case:no")
-        opts["case_sensitive"] = value.lower() == "yes"
+        opts.case_sensitive = value.lower() == "yes"
     elif name == "type":
         if value.lower() not in ("file", "path", "symbol"):
             raise _error(f"type:{value} is not supported", text, pos, "use type:file or type:path")
         if value.lower() == "symbol":
             raise _error("type:symbol is not available yet", text, pos, "search with type:file or type:path")
-        opts["type"] = value.lower()
+        opts.type = value.lower()
     elif name == "timeout":
-        opts["timeout"] = _parse_timeout(text, tok)
+        opts.timeout = _parse_timeout(text, tok)
 
 
-def _apply_count(text: str, tok: _Tok, opts: dict[str, object]) -> None:
+def _apply_count(text: str, tok: _Tok, opts: _Opts) -> None:
     value = tok.value.lower()
     if value == "all":
-        opts["count_all"] = True
+        opts.count_all = True
         return
     if not value.isdigit() or int(value) <= 0:
         raise _error(f"count:{tok.value} is not valid", text, tok.position, "use count:<positive number> or count:all")
-    opts["count"] = min(int(value), 1_000_000)
+    opts.count = min(int(value), 1_000_000)
 
 
 _DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m)?$")

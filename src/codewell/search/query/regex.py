@@ -7,8 +7,8 @@ shard's concatenated content finds exactly the per-line matches.
 
 from __future__ import annotations
 
-import re._constants as sre_constants
-import re._parser as sre_parse
+import re._constants as sre_constants  # type: ignore[import-not-found]
+import re._parser as sre_parse  # type: ignore[import-not-found]
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache

@@ -1,0 +1,284 @@
+"""MCP benchmark: 32 concurrent clients calling read_file and list_repos over real HTTP against a real
+`codewell serve` process, for 30 s.
+
+Reported, in the same run:
+  direct      RepoService.read_file / list_repos called in-process (the baseline the MCP layer adds to)
+  handler     the same through the tool handler + envelope (ToolCaller.call, no HTTP)
+  sequential  one client, one call at a time, over HTTP/MCP: p50/p99; MCP overhead = sequential p50 - direct p50
+  floor       GET /healthz sequentially (what any HTTP request costs on this stack)
+  load        32 concurrent clients for --seconds: calls/s, p50/p99, errors, server RSS at start/middle/end
+The load generator runs on the same 2 cores as the server, so throughput figures are a lower bound.
+Targets: overhead <= 3 ms p50, >= 300 calls/s, no errors, flat memory.
+Run: python bench/mcp_bench.py [--seconds 30] [--clients 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx2
+
+from codewell.accounts.service import AccountService
+from codewell.accounts.tokens import TokenService
+from codewell.core.actors import INTERNAL
+from codewell.core.settings import Settings
+from codewell.core.tools import Endpoint
+from codewell.mcp.registry import ToolRegistry
+from codewell.mcp.server import ToolCaller
+from codewell.repos.service import RepoService, register_local_repo
+from codewell.runtime import Runtime
+
+RESULTS = Path(__file__).parent / ".results"
+HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+def pct(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {
+        "n": len(ordered),
+        "p50_ms": round(statistics.median(ordered) * 1000, 3),
+        "p99_ms": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000, 3),
+    }
+
+
+def make_source(root: Path, files: int = 200) -> Path:
+    """A git repository with `files` Go files of ~120 lines each."""
+    repo = root / "src"
+    for n in range(files):
+        path = repo / f"pkg{n % 10}" / f"file{n}.go"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        body = "\n".join(f"func f{n}_{i}() int {{ return {i} * {n} }} // line {i}" for i in range(120))
+        path.write_text(f"package pkg{n % 10}\n\n{body}\n")
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "b",
+        "GIT_AUTHOR_EMAIL": "b@x",
+        "GIT_COMMITTER_NAME": "b",
+        "GIT_COMMITTER_EMAIL": "b@x",
+    }
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "bench"]):
+        subprocess.run(["git", *args], cwd=repo, check=True, env=env)
+    return repo
+
+
+def prepare(data: Path, port: int) -> tuple[str, list[str], Runtime]:
+    """Data dir with 20 repositories, one user and a token; returns (token, file paths, runtime)."""
+    settings = Settings.from_env({}, data_dir=data, database_url=f"sqlite:///{data}/codewell.db", port=port)
+    runtime = Runtime.open(settings)
+    runtime.db.upgrade()
+    source = make_source(data.parent)
+    for n in range(20):
+        register_local_repo(runtime, source, f"bench/repo{n:02d}")
+    user = runtime.get(AccountService).create_user(INTERNAL, "bench", site_admin=True)
+    token, _ = runtime.get(TokenService).create_token(INTERNAL, user.id, "bench", ("user:all",))
+    files = [str(p.relative_to(source)) for p in source.rglob("*.go")]
+    return token, files, runtime
+
+
+def timed(fn: Callable[[], Any], repeat: int) -> list[float]:
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+def direct_baselines(runtime: Runtime, files: list[str], repeat: int = 400) -> dict[str, Any]:
+    service = runtime.get(RepoService)
+    user = runtime.get(AccountService).get_by_username("bench")
+    actor = runtime.get(AccountService).actor_for(user, via="access_token")
+    rng = random.Random(1)
+    caller = ToolCaller(runtime, ToolRegistry.create(runtime))
+    read = lambda: service.read_file(actor, "bench/repo00", rng.choice(files))  # noqa: E731
+    lst = lambda: service.list_repos(actor, "", 50)  # noqa: E731
+    read_tool = lambda: caller.call(
+        Endpoint.CORE, actor, "read_file", {"repo": "bench/repo00", "path": rng.choice(files)}
+    )
+    list_tool = lambda: caller.call(Endpoint.CORE, actor, "list_repos", {"query": ""})  # noqa: E731
+    for fn in (read, lst, read_tool, list_tool):
+        timed(fn, 50)  # warm-up
+    return {
+        "direct": {"read_file": pct(timed(read, repeat)), "list_repos": pct(timed(lst, repeat))},
+        "handler": {"read_file": pct(timed(read_tool, repeat)), "list_repos": pct(timed(list_tool, repeat))},
+    }
+
+
+def call_body(rng: random.Random, files: list[str], n: int) -> dict[str, Any]:
+    if n % 2:
+        return {
+            "jsonrpc": "2.0",
+            "id": n,
+            "method": "tools/call",
+            "params": {"name": "list_repos", "arguments": {"query": "bench"}},
+        }
+    args = {"repo": f"bench/repo{rng.randrange(20):02d}", "path": rng.choice(files)}
+    return {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": "read_file", "arguments": args}}
+
+
+def ok(response: httpx2.Response) -> bool:
+    if response.status_code != 200:
+        return False
+    for line in response.text.splitlines():
+        if line.startswith("data:"):
+            message = json.loads(line[5:])
+            return "result" in message and not message["result"].get("isError")
+    return False
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+async def sequential(url: str, token: str, files: list[str], calls: int) -> dict[str, Any]:
+    rng = random.Random(2)
+    samples: dict[str, list[float]] = {"read_file": [], "list_repos": []}
+    headers = {**HEADERS, "authorization": f"token {token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as client:
+        for n in range(calls + 40):
+            body = call_body(rng, files, n)
+            start = time.perf_counter()
+            response = await client.post(url, json=body)
+            elapsed = time.perf_counter() - start
+            assert ok(response), response.text[:300]
+            if n >= 40:
+                samples[body["params"]["name"]].append(elapsed)
+        floor = []
+        for _ in range(200):
+            start = time.perf_counter()
+            await client.get(url.replace("/.api/mcp", "/healthz"))
+            floor.append(time.perf_counter() - start)
+    return {"read_file": pct(samples["read_file"]), "list_repos": pct(samples["list_repos"]), "healthz": pct(floor)}
+
+
+async def load(url: str, token: str, files: list[str], clients: int, seconds: float, pid: int) -> dict[str, Any]:
+    latencies: list[float] = []
+    errors = 0
+    deadline = time.perf_counter() + seconds
+    memory = [rss_kib(pid)]
+    limits = httpx2.Limits(max_connections=clients, max_keepalive_connections=clients)
+    headers = {**HEADERS, "authorization": f"token {token}"}
+
+    async def worker(index: int, client: httpx2.AsyncClient) -> None:
+        nonlocal errors
+        rng = random.Random(index)
+        n = index
+        while time.perf_counter() < deadline:
+            start = time.perf_counter()
+            try:
+                response = await client.post(url, json=call_body(rng, files, n))
+                good = ok(response)
+            except httpx2.HTTPError:
+                good = False
+            latencies.append(time.perf_counter() - start)
+            errors += 0 if good else 1
+            n += 1
+
+    async def sampler() -> None:
+        while time.perf_counter() < deadline:
+            await asyncio.sleep(seconds / 6)
+            memory.append(rss_kib(pid))
+
+    started = time.perf_counter()
+    async with httpx2.AsyncClient(headers=headers, timeout=60, limits=limits) as client:
+        await asyncio.gather(sampler(), *(worker(i, client) for i in range(clients)))
+    elapsed = time.perf_counter() - started
+    return {
+        "clients": clients,
+        "seconds": round(elapsed, 1),
+        "calls": len(latencies),
+        "calls_per_s": round(len(latencies) / elapsed, 1),
+        "errors": errors,
+        **pct(latencies),
+        "rss_kib": memory,
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=30)
+    parser.add_argument("--clients", type=int, default=32)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="cw-mcp-bench-") as tmp:
+        data = Path(tmp) / "data"
+        port = free_port()
+        token, files, runtime = prepare(data, port)
+        baselines = direct_baselines(runtime, files)
+        runtime.close()
+        env = {**os.environ, "CODEWELL_DATA_DIR": str(data), "CODEWELL_LOG_LEVEL": "warning"}
+        log = (Path(tmp) / "serve.log").open("wb")
+        server = subprocess.Popen(
+            [sys.executable, "-m", "codewell", "serve", "--port", str(port)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        url = f"http://127.0.0.1:{port}/.api/mcp"
+        try:
+            for _ in range(300):
+                try:
+                    if httpx2.get(url.replace("/.api/mcp", "/healthz"), timeout=1).status_code == 200:
+                        break
+                except httpx2.HTTPError:
+                    time.sleep(0.1)
+            seq = asyncio.run(sequential(url, token, files, 400))
+            loaded = asyncio.run(load(url, token, files, args.clients, args.seconds, server.pid))
+        finally:
+            server.terminate()
+            server.wait(timeout=20)
+            log.close()
+    overhead = {
+        tool: round(seq[tool]["p50_ms"] - baselines["direct"][tool]["p50_ms"], 3)
+        for tool in ("read_file", "list_repos")
+    }
+    transport = {
+        tool: round(seq[tool]["p50_ms"] - baselines["handler"][tool]["p50_ms"], 3)
+        for tool in ("read_file", "list_repos")
+    }
+    result = {
+        **baselines,
+        "sequential": seq,
+        "mcp_overhead_p50_ms": overhead,
+        "transport_p50_ms": transport,
+        "load": loaded,
+    }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "mcp_bench.json").write_text(json.dumps(result, indent=2))
+    for tool in ("read_file", "list_repos"):
+        d, h, s = baselines["direct"][tool]["p50_ms"], baselines["handler"][tool]["p50_ms"], seq[tool]["p50_ms"]
+        print(
+            f"{tool:10}  direct p50 {d:.3f} ms | handler {h:.3f} ms | over MCP {s:.3f} ms (p99 {seq[tool]['p99_ms']:.3f})"
+            f" | MCP overhead {overhead[tool]:.3f} ms ({s / d:.1f}x the service call)"
+        )
+    print(f"HTTP floor (GET /healthz) p50 {seq['healthz']['p50_ms']:.3f} ms")
+    mem = loaded["rss_kib"]
+    print(
+        f"load: {loaded['clients']} clients, {loaded['calls_per_s']} calls/s, p50 {loaded['p50_ms']} ms, "
+        f"p99 {loaded['p99_ms']} ms, errors {loaded['errors']}, RSS {mem[0] // 1024} -> {mem[-1] // 1024} MiB"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,179 @@
+"""The analytics API under /analytics/api/ (thin: parse, call the analytics services, render CSV or JSON).
+
+Callers authenticate with `Authorization: Bearer <analytics token>` (instance access tokens and sessions
+work too); errors use the JSON envelope of every API.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, date, datetime
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Route
+
+from codewell.analytics.credits import CreditService
+from codewell.analytics.service import AnalyticsService, ReportRequest, parse_date, parse_granularity, parse_range
+from codewell.analytics.tokens import AnalyticsTokenService, is_analytics_token
+from codewell.core.actors import Actor
+from codewell.core.errors import InvalidInput, PermissionDenied, Unauthenticated
+from codewell.web.requests import actor_of, runtime_of
+
+API = "/analytics/api"
+CSV_TYPE = "text/csv; charset=utf-8"
+
+
+def require_caller(request: Request) -> Actor:
+    """The authenticated caller; Unauthenticated (401) when the request carries no valid credential."""
+    actor = actor_of(request)
+    if not actor.is_user:
+        raise Unauthenticated(
+            "Missing analytics access token.", hint="send it as `Authorization: Bearer <ACCESS_TOKEN>`"
+        )
+    return actor
+
+
+def require_writer(request: Request) -> Actor:
+    """A caller allowed to change analytics state: not through an analytics token (those only read)."""
+    actor = require_caller(request)
+    if is_analytics_token(actor):
+        raise PermissionDenied(
+            "analytics access tokens are read-only",
+            hint="use the analytics pages, a session or an instance access token",
+        )
+    return actor
+
+
+async def json_body(request: Request) -> dict[str, Any]:
+    try:
+        body = json.loads(await request.body() or b"{}")
+    except ValueError:
+        raise InvalidInput("the request body is not valid JSON", hint="send a JSON object") from None
+    if not isinstance(body, dict):
+        raise InvalidInput("the request body must be a JSON object")
+    return body
+
+
+def csv_response(chunks: Iterator[bytes], filename: str) -> StreamingResponse:
+    return StreamingResponse(
+        chunks,
+        media_type=CSV_TYPE,
+        headers={"content-disposition": f'attachment; filename="{filename}"', "cache-control": "no-store"},
+    )
+
+
+async def usage_report(request: Request) -> Response:
+    actor = require_caller(request)
+    params = request.query_params
+    granularity = parse_granularity(params.get("granularity"))
+    start, end = parse_range(params.get("startDate"), params.get("endDate"))
+    service = runtime_of(request).get(AnalyticsService)
+    chunks = await run_in_threadpool(
+        service.usage_report, actor, params.get("instanceURL"), ReportRequest(granularity, start, end)
+    )
+    return csv_response(chunks, f"usage-{granularity.value}.csv")
+
+
+async def user_registry(request: Request) -> Response:
+    actor = require_caller(request)
+    service = runtime_of(request).get(AnalyticsService)
+    chunks = await run_in_threadpool(service.user_registry, actor, request.query_params.get("instanceURL"))
+    return csv_response(chunks, "user-registry.csv")
+
+
+async def list_credits(request: Request) -> Response:
+    actor = require_caller(request)
+    params = request.query_params
+    start, end = parse_range(params.get("startDate"), params.get("endDate"))
+    service = runtime_of(request).get(AnalyticsService)
+    document = await run_in_threadpool(service.credits, actor, params.get("instanceURL"), start, end)
+    return JSONResponse(document)
+
+
+async def allocate_credits(request: Request) -> Response:
+    actor = require_writer(request)
+    body = await json_body(request)
+    amount = body.get("amount")
+    if isinstance(amount, bool) or not isinstance(amount, int):
+        raise InvalidInput("amount must be a whole number", hint='e.g. {"amount": 1000, ...}')
+    starts_on = _required_date(body, "startDate")
+    ends_on = _required_date(body, "endDate")
+    note = body.get("note", "")
+    if not isinstance(note, str):
+        raise InvalidInput("note must be a string")
+    runtime = runtime_of(request)
+    bucket = await run_in_threadpool(runtime.get(CreditService).allocate, actor, amount, starts_on, ends_on, note)
+    return JSONResponse(bucket.as_json(), status_code=201)
+
+
+def _required_date(body: dict[str, Any], key: str) -> date:
+    value = body.get(key)
+    if not isinstance(value, str) or not value:
+        raise InvalidInput(f"{key} is required (YYYY-MM-DD)")
+    parsed = parse_date(key, value)
+    assert parsed is not None
+    return parsed
+
+
+def parse_expires_at(value: object) -> datetime | None:
+    """`expiresAt` as an aware UTC datetime: ISO 8601 date or date-time (naive means UTC), or null."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput("expiresAt must be an ISO 8601 date-time string or null")
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInput(f"expiresAt is not an ISO 8601 date-time: {value[:40]!r}") from None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+async def create_token(request: Request) -> Response:
+    actor = require_caller(request)
+    body = await json_body(request)
+    name = body.get("displayName", "")
+    if not isinstance(name, str):
+        raise InvalidInput("displayName must be a string")
+    expires_at = parse_expires_at(body.get("expiresAt"))
+    tokens = runtime_of(request).get(AnalyticsTokenService)
+    raw, info = await run_in_threadpool(tokens.create_token, actor, name, expires_at)
+    return JSONResponse(
+        {
+            "id": str(info.id),
+            "displayName": info.display_name,
+            "secret": raw,
+            "createdAt": info.created_at.isoformat(),
+            "expiresAt": info.expires_at.isoformat() if info.expires_at else None,
+        },
+        status_code=201,
+    )
+
+
+async def list_tokens(request: Request) -> Response:
+    actor = require_caller(request)
+    tokens = runtime_of(request).get(AnalyticsTokenService)
+    found = await run_in_threadpool(tokens.list_tokens, actor)
+    return JSONResponse({"tokens": [t.as_json() for t in found]})
+
+
+async def revoke_token(request: Request) -> Response:
+    actor = require_caller(request)
+    tokens = runtime_of(request).get(AnalyticsTokenService)
+    await run_in_threadpool(tokens.revoke, actor, request.path_params["token_id"])
+    return Response(status_code=204)
+
+
+def routes() -> list[BaseRoute]:
+    return [
+        Route(f"{API}/reports/by-user-client-date", usage_report, methods=["GET"]),
+        Route(f"{API}/reports/user-registry", user_registry, methods=["GET"]),
+        Route(f"{API}/credits", list_credits, methods=["GET"]),
+        Route(f"{API}/credits", allocate_credits, methods=["POST"]),
+        Route(f"{API}/service-access-tokens", create_token, methods=["POST"]),
+        Route(f"{API}/service-access-tokens", list_tokens, methods=["GET"]),
+        Route(f"{API}/service-access-tokens/{{token_id:int}}", revoke_token, methods=["DELETE"]),
+    ]

@@ -1,0 +1,222 @@
+"""The external sign-in service: which providers are configured, starting a sign-in, finishing a callback.
+
+Routes (codewell.auth.providers.routes) stay thin: every refusal (forged, replayed or foreign state, a
+provider removed from the config, a wrong issuer or audience, filters not met) is raised here as a
+`codewell.core.errors` exception and recorded in the audit log under `auth.signIn` / `failed`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Self
+from urllib.parse import urlencode
+
+from codewell.accounts.audit import AuditService
+from codewell.accounts.service import User
+from codewell.auth.identities import ExternalAccount, IdentityService, LinkPolicy
+from codewell.auth.providers.bitbucketcloud import BitbucketCloudClient
+from codewell.auth.providers.bitbucketserver import BitbucketServerClient
+from codewell.auth.providers.flows import AuthFlows, Flow, FlowRefused
+from codewell.auth.providers.github import GitHubClient
+from codewell.auth.providers.gitlab import GitLabClient
+from codewell.auth.providers.oauth import CodeHostClient
+from codewell.auth.providers.openidconnect import OpenIDConnectClient
+from codewell.config.providers import (
+    BitbucketCloudProvider,
+    BitbucketServerProvider,
+    GitHubProvider,
+    GitLabProvider,
+    HTTPHeaderProvider,
+    OpenIDConnectProvider,
+    Provider,
+    SAMLProvider,
+)
+from codewell.core.errors import CodewellError, InvalidInput, NotFound, PermissionDenied
+
+if TYPE_CHECKING:
+    from codewell.auth.service import ClientInfo
+    from codewell.runtime import Runtime
+
+log = logging.getLogger(__name__)
+CODE_HOST_KINDS = ("github", "gitlab", "bitbucketcloud", "bitbucketserver")
+REDIRECT_KINDS = (*CODE_HOST_KINDS, "openidconnect", "saml")
+OIDC_CALLBACK = "/.auth/callback"
+
+
+@dataclass(frozen=True, slots=True)
+class SignInOption:
+    """One button on the sign-in page."""
+
+    provider_id: str
+    kind: str
+    label: str
+    url: str
+
+
+class ProviderGone(PermissionDenied):
+    """A login or callback names a provider that is not (or no longer) in `auth.providers`."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "This sign-in provider is not configured on this instance.",
+            hint="it may have been removed from auth.providers; sign in from the sign-in page",
+        )
+
+
+def callback_path(kind: str) -> str:
+    return OIDC_CALLBACK if kind == "openidconnect" else f"/.auth/{kind}/callback"
+
+
+def login_path(provider: Provider, return_to: str) -> str:
+    return f"/.auth/{provider.kind}/login?" + urlencode({"pc": provider.id, "returnTo": return_to})
+
+
+def link_policy(provider: Provider) -> LinkPolicy:
+    return LinkPolicy(
+        label=provider.display_name or provider.label.removeprefix(provider.display_prefix),
+        allow_signup=provider.signup_allowed,
+        link_by_username=isinstance(provider, HTTPHeaderProvider),
+        single_identity_per_user=isinstance(provider, OpenIDConnectProvider) and provider.single_identity_per_user,
+    )
+
+
+class ExternalSignIn:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.flows = runtime.get(AuthFlows)
+        self.identities = runtime.get(IdentityService)
+        self.audit = runtime.get(AuditService)
+
+    @classmethod
+    def create(cls, runtime: Runtime) -> Self:
+        return cls(runtime)
+
+    # -- configuration ------------------------------------------------------------------------------------
+    def providers(self) -> list[Provider]:
+        return self.runtime.config.providers
+
+    def find(self, provider_id: str, kind: str | None = None) -> Provider | None:
+        for provider in self.providers():
+            if provider.id == provider_id and (kind is None or provider.kind == kind):
+                return provider
+        return None
+
+    def first_of_kind(self, kind: str) -> Provider | None:
+        return next((p for p in self.providers() if p.kind == kind), None)
+
+    def options(self, return_to: str) -> list[SignInOption]:
+        """The redirect-based providers to list on the sign-in page, by `order` (unset last), then file order."""
+        listed = [
+            (index, p)
+            for index, p in enumerate(self.providers())
+            if p.kind in REDIRECT_KINDS and not p.hidden and not p.no_sign_in
+        ]
+        listed.sort(key=lambda item: (item[1].order is None, item[1].order or 0, item[0]))
+        return [SignInOption(p.id, p.kind, p.label, login_path(p, return_to)) for _, p in listed]
+
+    def sole_redirect_login(self, return_to: str = "/") -> str | None:
+        """The login URL to go straight to when one redirect provider is the only sign-in method (spec
+        "Linking accounts" rule 4: sign-out then starts a new OAuth sign-in), else None."""
+        if any(p.kind == "builtin" for p in self.providers()):
+            return None
+        options = self.options(return_to)
+        return options[0].url if len(options) == 1 else None
+
+    # -- starting -----------------------------------------------------------------------------------------
+    def begin(self, kind: str, provider_id: str, return_to: str, browser_token: str, client: ClientInfo) -> str:
+        """The provider URL to send the browser to (a new single-use flow is recorded)."""
+        provider = self._provider(kind, provider_id, client)
+        if provider.no_sign_in:
+            raise PermissionDenied(f"{provider.label} is not a sign-in method here (noSignIn).")
+        if isinstance(provider, SAMLProvider):
+            from codewell.auth.providers.saml import SAMLClient
+
+            flow = self.flows.begin(provider.id, return_to, browser_token, pkce=False)
+            return SAMLClient(provider, self.runtime.external_url).authorization_url(flow)
+        if isinstance(provider, OpenIDConnectProvider):
+            flow = self.flows.begin(provider.id, return_to, browser_token, pkce=True)
+            return self._oidc(provider).authorization_url(flow)
+        host = self._code_host(provider)
+        flow = self.flows.begin(provider.id, return_to, browser_token, pkce=host.pkce)
+        return host.authorization_url(flow)
+
+    def _provider(self, kind: str, provider_id: str, client: ClientInfo) -> Provider:
+        provider = self.find(provider_id, kind)
+        if provider is None:
+            self._refused(kind, "login for a provider that is not configured", client)
+            raise ProviderGone
+        return provider
+
+    # -- finishing ----------------------------------------------------------------------------------------
+    def finish(self, kind: str, params: dict[str, str], browser_token: str, client: ClientInfo) -> tuple[User, str]:
+        """Complete a code-flow callback (code hosts and OpenID Connect): (the signed-in user, returnTo)."""
+        flow = self._flow(kind, params.get("state", ""), browser_token, client)
+        provider = self.find(flow.provider_id)
+        if provider is None or provider.kind != kind:
+            self._refused(kind, "callback for a provider removed from the config", client)
+            raise ProviderGone
+        if params.get("error"):
+            reason = f"provider error {params['error'][:100]}"
+            self._refused(kind, reason, client)
+            detail = params.get("error_description", "")[:200]
+            raise PermissionDenied(
+                f"{provider.label.removeprefix(provider.display_prefix)} did not sign you in"
+                + (f": {detail}" if detail else f" ({params['error'][:100]})."),
+                hint="try again, or ask a site admin",
+            )
+        code = params.get("code", "")
+        if not code:
+            self._refused(kind, "callback without code", client)
+            raise InvalidInput("The sign-in response has no authorization code.", hint="start the sign-in again")
+        try:
+            account = self._account(provider, code, flow, params.get("iss"))
+        except CodewellError as exc:
+            self._refused(kind, exc.message, client)
+            raise
+        return self.complete(provider, account, client), flow.return_to
+
+    def complete(self, provider: Provider, account: ExternalAccount, client: ClientInfo) -> User:
+        """Link or create the account of an authenticated external identity (IdentityService audits)."""
+        return self.identities.sign_in(account, link_policy(provider), client)
+
+    def _flow(self, kind: str, state: str, browser_token: str, client: ClientInfo) -> Flow:
+        try:
+            return self.flows.finish(state, browser_token)
+        except FlowRefused as exc:
+            self._refused(kind, exc.reason, client)
+            raise
+
+    def _account(self, provider: Provider, code: str, flow: Flow, iss: str | None) -> ExternalAccount:
+        if isinstance(provider, OpenIDConnectProvider):
+            return self._oidc(provider).finish(code, flow, iss)
+        host = self._code_host(provider)
+        http, token = host.exchange(code, flow)
+        account = host.fetch_account(http, token)
+        host.check_filters(http, account)  # sign-up and new sign-ins: checked at every provider sign-in
+        return account
+
+    def _oidc(self, provider: OpenIDConnectProvider) -> OpenIDConnectClient:
+        return OpenIDConnectClient(provider, self.runtime.external_url + OIDC_CALLBACK)
+
+    def _code_host(self, provider: Provider) -> CodeHostClient[Any]:
+        redirect = self.runtime.external_url + callback_path(provider.kind)
+        if isinstance(provider, GitHubProvider):
+            return GitHubClient(provider, redirect)
+        if isinstance(provider, GitLabProvider):
+            return GitLabClient(provider, redirect)
+        if isinstance(provider, BitbucketCloudProvider):
+            return BitbucketCloudClient(provider, redirect)
+        if isinstance(provider, BitbucketServerProvider):
+            return BitbucketServerClient(provider, redirect)
+        raise NotFound(f"{provider.kind} has no OAuth sign-in")
+
+    def _refused(self, kind: str, reason: str, client: ClientInfo) -> None:
+        self.audit.record(
+            "auth.signIn",
+            "failed",
+            reason=reason[:500],
+            ip=client.ip,
+            user_agent=client.user_agent,
+            details={"provider": kind},
+        )
