@@ -39,12 +39,49 @@ ROOT = Path(os.environ.get("CODEWELL_BENCH_DIR", "/var/tmp/codewell-bench")) / "
 RESULTS = Path(__file__).parent / ".results"
 START = 1_600_000_000  # 2020-09-13; the newest commits are about now
 NOW = int(time.time())
-WORDS = (
-    "parser lexer cache config router handler scheduler client server index query planner buffer stream "
-    "encoder decoder socket session token account upload storage backend frontend metrics logger"
-).split()
-VERBS = "fix add remove refactor update improve rename document test optimize revert simplify".split()
-RARE = "zeppelin quokka narwhal axolotl".split()  # each in ~0.05% of messages
+WORDS = [
+    "parser",
+    "lexer",
+    "cache",
+    "config",
+    "router",
+    "handler",
+    "scheduler",
+    "client",
+    "server",
+    "index",
+    "query",
+    "planner",
+    "buffer",
+    "stream",
+    "encoder",
+    "decoder",
+    "socket",
+    "session",
+    "token",
+    "account",
+    "upload",
+    "storage",
+    "backend",
+    "frontend",
+    "metrics",
+    "logger",
+]
+VERBS = [
+    "fix",
+    "add",
+    "remove",
+    "refactor",
+    "update",
+    "improve",
+    "rename",
+    "document",
+    "test",
+    "optimize",
+    "revert",
+    "simplify",
+]
+RARE = ["zeppelin", "quokka", "narwhal", "axolotl"]  # each in ~0.05% of messages
 
 
 def rng_author(rng: random.Random) -> tuple[str, str]:
@@ -199,7 +236,8 @@ def git_each(mirrors: list[Path], *args: str) -> Callable[[], list[str]]:
 
     def run() -> list[str]:
         return [
-            subprocess.run(["git", "--git-dir", str(m), *args], capture_output=True, text=True).stdout for m in mirrors
+            subprocess.run(["git", "--git-dir", str(m), *args], capture_output=True, text=True, check=False).stdout
+            for m in mirrors
         ]
 
     return run
@@ -218,22 +256,34 @@ def main() -> None:
     runtime = open_runtime(args.database_url)
     report["database"] = "postgresql" if args.database_url else "sqlite"
     report["initial_index"] = register_all(runtime, args.repos)
-    history = runtime.get(HistoryService)
-    repos = runtime.get(RepoService)
     with runtime.db.engine.connect() as conn:
         report["indexed_commits"] = conn.exec_driver_sql("SELECT count(*) FROM history_commits").scalar()
     print(json.dumps(report), flush=True)
+    report["cases"] = run_cases(runtime, args.runs)
+    report["incremental"] = incremental(runtime, args.repos)
+    print(json.dumps(report["incremental"]), flush=True)
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"history-{report['database']}.json"
+    out.write_text(json.dumps(report, indent=2))
+    print(f"wrote {out}")
+    runtime.close()
+
+
+def run_cases(runtime: Runtime, runs: int) -> dict[str, Any]:
+    """Every query case with its git baseline; returns the figures by case name."""
+    history = runtime.get(HistoryService)
+    repos = runtime.get(RepoService)
     everything = ["/^bench//"]
     mirrors = [r.mirror_path for r in repos.readable(INTERNAL) if r.name.startswith("bench/r")]
     hundred = ["/^bench/r00[0-9][0-9]$/"]
     hundred_mirrors = sorted(mirrors)[:100]
     cases: dict[str, Any] = {}
 
-    def case(name: str, fn: Callable[[], Any], baseline: Callable[[], Any] | None, runs: int = args.runs) -> None:
+    def case(name: str, fn: Callable[[], Any], baseline: Callable[[], Any] | None, runs: int = runs) -> None:
         stats, result = sample(fn, runs)
         entry: dict[str, Any] = {**stats}
-        count = getattr(result, "commits", None) or getattr(result, "matches", None) or result
-        entry["results"] = len(count) if isinstance(count, list) else None
+        found = getattr(result, "commits", getattr(result, "matches", result))
+        entry["results"] = len(found) if isinstance(found, list) else None
         if baseline is not None:
             base = once(baseline)
             entry["baseline_ms"] = round(base * 1000, 1)
@@ -326,24 +376,17 @@ def main() -> None:
         lambda: history.commit_search(INTERNAL, ["bench/long"], message_terms=["narwhal"], revisions=["main"]),
         None,
     )
-    report["cases"] = cases
-    report["incremental"] = incremental(runtime)
-    print(json.dumps(report["incremental"]), flush=True)
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"history-{report['database']}.json"
-    out.write_text(json.dumps(report, indent=2))
-    print(f"wrote {out}")
-    runtime.close()
+    return cases
 
 
-def incremental(runtime: Runtime) -> dict[str, Any]:
+def incremental(runtime: Runtime, count: int) -> dict[str, Any]:
     """1,000 new commits: (a) in one repository, (b) 100 each in 10 repositories; fetch, then time indexing."""
     history = runtime.get(HistoryService)
     repos = runtime.get(RepoService)
     results: dict[str, Any] = {}
     for label, targets, per_repo in (
-        ("1 repo x 1000", ["r0500"], 1000),
-        ("10 repos x 100", [f"r06{i}0" for i in range(10)], 100),
+        ("1 repo x 1000", [f"r{count // 2:04d}"], 1000),
+        ("10 repos x 100", [f"r{count // 2 + 1 + i:04d}" for i in range(10)], 100),
     ):
         seed = int(time.time())
         mirrors = []

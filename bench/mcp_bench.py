@@ -105,9 +105,10 @@ def direct_baselines(runtime: Runtime, files: list[str], repeat: int = 400) -> d
     caller = ToolCaller(runtime, ToolRegistry.create(runtime))
     read = lambda: service.read_file(actor, "bench/repo00", rng.choice(files))  # noqa: E731
     lst = lambda: service.list_repos(actor, "", 50)  # noqa: E731
-    read_tool = lambda: caller.call(
-        Endpoint.CORE, actor, "read_file", {"repo": "bench/repo00", "path": rng.choice(files)}
-    )
+    def read_tool():
+        return caller.call(
+            Endpoint.CORE, actor, "read_file", {"repo": "bench/repo00", "path": rng.choice(files)}
+        )
     list_tool = lambda: caller.call(Endpoint.CORE, actor, "list_repos", {"query": ""})  # noqa: E731
     for fn in (read, lst, read_tool, list_tool):
         timed(fn, 50)  # warm-up

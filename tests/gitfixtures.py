@@ -91,7 +91,7 @@ def make_repo(
     path: Path,
     files: Files,
     *,
-    branches: Mapping[str, Files] | None = None,
+    branches: Mapping[str, Files] | Iterable[str] | None = None,
     tags: Iterable[str] = (),
     annotated_tags: Mapping[str, str] | None = None,
     default_branch: str = "main",
@@ -99,9 +99,9 @@ def make_repo(
 ) -> Path:
     """A work-tree repository at `path` with one commit of `files` on `default_branch`.
 
-    `branches`: each branch starts at that commit and gets one more commit of its files (the default branch
-    stays checked out). `tags` are lightweight, `annotated_tags` map names to messages; both point at the
-    default branch's commit.
+    `branches`: a mapping gives each branch one more commit of its files on top of the first commit; a list
+    of names creates branches at the first commit (the default branch stays checked out). `tags` are
+    lightweight, `annotated_tags` map names to messages; both point at the default branch's commit.
     """
     path.mkdir(parents=True, exist_ok=True)
     git(path, "init", "-q", "-b", default_branch)
@@ -110,6 +110,10 @@ def make_repo(
         git(path, "tag", name)
     for name, tag_message in (annotated_tags or {}).items():
         git(path, "tag", "-a", name, "-m", tag_message)
+    if branches is not None and not isinstance(branches, Mapping):
+        for branch in branches:
+            git(path, "branch", branch)
+        branches = None
     for branch, branch_files in (branches or {}).items():
         git(path, "checkout", "-q", "-b", branch)
         commit(path, branch_files, message=f"work on {branch}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from codewell.analytics.setup import setup as analytics_setup
+from codewell.auth.providers.setup import setup as auth_providers_setup
 from codewell.evaluator.setup import setup as evaluator_setup
 from codewell.history.setup import setup as history_setup
 from codewell.oauth.setup import setup as oauth_setup
@@ -28,6 +29,7 @@ def setup_functions() -> list[Setup]:
         history_setup,
         oauth_setup,
         evaluator_setup,
+        auth_providers_setup,
         analytics_setup,
     ]
 

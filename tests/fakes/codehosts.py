@@ -198,7 +198,12 @@ class FakeCodeHost:
     @staticmethod
     def bbc_user(request: Request, user: HostUser) -> Response:
         return JSONResponse(
-            {"uuid": f"{{{user.id:08d}}}", "username": user.login, "display_name": user.name, "account_id": str(user.id)}
+            {
+                "uuid": f"{{{user.id:08d}}}",
+                "username": user.login,
+                "display_name": user.name,
+                "account_id": str(user.id),
+            }
         )
 
     @staticmethod
@@ -217,7 +222,13 @@ class FakeCodeHost:
             return JSONResponse({"errors": [{"message": "no such user"}]}, status_code=404)
         email = target.emails[0][0] if target.emails else None
         return JSONResponse(
-            {"name": target.login, "emailAddress": email, "id": target.id, "displayName": target.name, "slug": target.login}
+            {
+                "name": target.login,
+                "emailAddress": email,
+                "id": target.id,
+                "displayName": target.name,
+                "slug": target.login,
+            }
         )
 
     # -- Gerrit -------------------------------------------------------------------------------------------

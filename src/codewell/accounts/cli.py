@@ -27,7 +27,7 @@ def _flag(value: bool) -> str:
 # -- users --------------------------------------------------------------------------------------------------
 @click.group("users")
 def users() -> None:
-    """User accounts: create, list, set-admin, delete, reset-link, repos."""
+    """User accounts: create, list, set-admin, delete, reset-link, unlock, verify-email, repos."""
 
 
 @users.command("create")
@@ -118,6 +118,18 @@ def users_reset_link(ctx: click.Context, username: str) -> None:
     runtime = open_runtime(ctx)
     user = runtime.get(AccountService).get_by_username(username)
     click.echo(runtime.get(AuthService).password_reset_link(INTERNAL, user.id))
+
+
+@users.command("unlock")
+@click.argument("username")
+@click.pass_context
+@handle_errors
+def users_unlock(ctx: click.Context, username: str) -> None:
+    """End a sign-in lockout of USERNAME (auth.lockout) now."""
+    runtime = open_runtime(ctx)
+    user = runtime.get(AccountService).get_by_username(username)
+    runtime.get(AuthService).unlock(INTERNAL, user.id)
+    click.echo(f"{user.username}: unlocked")
 
 
 @users.command("verify-email")

@@ -88,6 +88,7 @@ class UsageRecorder:
         self._runtime = runtime
         self._buffer: deque[UsageEvent] = deque()
         self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -113,7 +114,15 @@ class UsageRecorder:
             self._wake.set()
 
     def flush(self) -> int:
-        """Write everything buffered now; return the number of events written (0 on failure, kept for retry)."""
+        """Write everything buffered now; return the number of events written (0 on failure, kept for retry).
+
+        Flushes are serialised, so when this returns every event recorded before the call is written (or
+        kept for retry), including a batch the background writer was writing at the time.
+        """
+        with self._flush_lock:
+            return self._flush()
+
+    def _flush(self) -> int:
         with self._lock:
             batch = list(self._buffer)
             self._buffer.clear()

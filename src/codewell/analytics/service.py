@@ -1,9 +1,9 @@
 """The analytics interface's reports: usage by user/client/date and the user registry, as streamed CSV.
 
-Reports read the daily rollup (`usage_daily`), aggregate in SQL, and even assemble the non-user part of each
-CSV line in SQL, so Python touches each output row once (issue #9: 5M events, ≤ 2 s to the last byte).
-User cells (e-mail, username) come from the accounts directory, escaped once per user. Memory stays flat:
-rows are fetched in partitions from a server-side cursor and yielded as encoded chunks.
+Reports read the daily rollup (`usage_daily`) and aggregate in SQL; Python formats each output row once
+with a single %-format (issue #9: 5M events, ≤ 2 s to the last byte). User cells (e-mail, username) come
+from the accounts directory, escaped once per user. Memory stays flat: rows are fetched in partitions
+from a server-side cursor and yielded as encoded chunks.
 """
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
 from enum import StrEnum
-from functools import reduce
 from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import urlsplit
 
-from sqlalchemy import ColumnElement, String, cast, func, literal_column, select
+from sqlalchemy import ColumnElement, func, select
 
 from codewell.accounts.service import AccountService
 from codewell.analytics.credits import CreditBucket, CreditService
@@ -34,6 +33,11 @@ _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 # A cell starting with one of these is a formula to spreadsheet programs (OWASP "CSV injection").
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _NEEDS_QUOTES = re.compile(r'[",\r\n]')
+
+
+def _unknown_user(user_id: int) -> str:
+    """The user cells of an ID that has no account any more (deleted): the ID only, not active."""
+    return f"{user_id},,,false,"
 
 
 class Granularity(StrEnum):
@@ -179,8 +183,7 @@ class AnalyticsService:
         """
         self.check_access(actor, instance_url)
         prefixes = self._user_prefixes(actor)
-        stmt = self._report_query(request)
-        return self._stream(report_header(request.granularity), stmt, prefixes)
+        return self._stream(request, prefixes)
 
     def _user_prefixes(self, actor: Actor) -> dict[int, str]:
         """Per user ID, the escaped first four cells of a report line (ID, e-mail, username, active) + ","."""
@@ -191,24 +194,21 @@ class AnalyticsService:
 
     @staticmethod
     def _report_query(request: ReportRequest) -> Any:
-        """(user_id, rest of the CSV line) rows in report order, aggregated in SQL."""
+        """(user_id, grain cells..., counters...) rows in report order, aggregated in SQL."""
         d = UsageDailyRow.__table__.c
         grain = request.granularity
         if grain is Granularity.BY_USER_DAY_CLIENT_LANGUAGE:
             keys: list[ColumnElement[Any]] = [d.day, d.client, d.language]
             cells: list[ColumnElement[Any]] = [d.client, d.day, d.language]
-            counters: list[ColumnElement[Any]] = [cast(d[name], String) for name in COUNTERS]
+            counters: list[ColumnElement[Any]] = [d[name] for name in COUNTERS]
         else:
             if grain is Granularity.BY_USER_MONTH:
                 keys = [func.substr(d.day, 1, 7)]
             else:
                 keys = [d.day] if grain is Granularity.BY_USER_DAY else []
             cells = list(keys)
-            counters = [cast(func.sum(d[name]), String) for name in COUNTERS]
-        parts = [*cells, *counters]
-        comma = literal_column("','", String)
-        rest = reduce(lambda a, b: a + comma + b, parts[1:], parts[0])
-        stmt = select(d.user_id, rest)
+            counters = [func.sum(d[name]) for name in COUNTERS]
+        stmt = select(d.user_id, *cells, *counters)
         if request.start is not None:
             stmt = stmt.where(d.day >= request.start.isoformat())
         if request.end is not None:
@@ -217,13 +217,20 @@ class AnalyticsService:
             stmt = stmt.group_by(d.user_id, *keys)
         return stmt.order_by(d.user_id, *keys)
 
-    def _stream(self, header: tuple[str, ...], stmt: Any, prefixes: dict[int, str]) -> Iterator[bytes]:
+    def _stream(self, request: ReportRequest, prefixes: dict[int, str]) -> Iterator[bytes]:
+        """Header, then one chunk per fetched partition. Grain cells need no escaping: days are digits and
+        dashes, client and language values are sanitized when rolled up (`codewell.analytics.rollup`)."""
+        header = report_header(request.granularity)
         yield csv_line(list(header)).encode()
+        cells = len(GRAIN_COLUMNS[request.granularity])
+        # One %-format per line is the cheapest way to build it (measured against csv.writer and SQL `||`).
+        line = "%s" + "%s," * cells + ",".join(["%d"] * len(COUNTERS)) + "\r\n"
+        stmt = self._report_query(request)
         with self.runtime.db.engine.connect() as connection:
             result = connection.execution_options(stream_results=True, yield_per=FETCH_ROWS).execute(stmt)
             for rows in result.partitions(FETCH_ROWS):
-                lines = [(prefixes.get(user_id) or f"{user_id},,,false,") + rest + "\r\n" for user_id, rest in rows]
-                yield "".join(lines).encode()
+                text = "".join([line % (prefixes.get(r[0]) or _unknown_user(r[0]), *r[1:]) for r in rows])
+                yield text.encode()
 
     # -- user registry ------------------------------------------------------------------------------------
     def user_registry(self, actor: Actor, instance_url: str | None) -> Iterator[bytes]:

@@ -12,6 +12,7 @@ The provider's OAuth token is stored encrypted (AES-GCM, key derived from the in
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -99,7 +100,26 @@ class TokenCipher:
 
 def _identity(row: ExternalAccountRow) -> Identity:
     return Identity(
-        row.id, row.user_id, row.service_type, row.service_id, row.client_id, row.account_id, json.loads(row.account_data)
+        row.id,
+        row.user_id,
+        row.service_type,
+        row.service_id,
+        row.client_id,
+        row.account_id,
+        json.loads(row.account_data),
+    )
+
+
+def _username_for(account: ExternalAccount, emails: list[str]) -> str:
+    """The normalized username for a new account: the provider's login, else the e-mail's local part."""
+    for candidate in (account.username, *emails[:1]):
+        try:
+            return normalize_username(candidate)
+        except InvalidInput:
+            continue
+    raise InvalidInput(
+        f"The username {account.username[:64]!r} from the provider cannot be turned into a valid username.",
+        hint="ask a site admin to create your account",
     )
 
 
@@ -237,7 +257,7 @@ class IdentityService:
             )
 
     def _create(self, account: ExternalAccount, emails: list[str]) -> User:
-        base = normalize_username(account.username or (emails[0] if emails else ""))
+        base = _username_for(account, emails)
         primary = emails[0] if emails else None
         for attempt in (base, with_random_suffix(base)):  # rule 6: retry once with a random suffix
             try:
@@ -256,14 +276,10 @@ class IdentityService:
                     ) from None
                 continue
             for extra in emails[1:]:
-                try:
+                with contextlib.suppress(Conflict):  # another account holds it: keep it there
                     self.accounts.add_email(INTERNAL, user.id, extra, verified=True)
-                except Conflict:
-                    pass  # another account holds it: keep it there
             return user
-        raise Conflict(
-            f"could not find a free username for {base!r}", hint="ask a site admin to create the account"
-        )
+        raise Conflict(f"could not find a free username for {base!r}", hint="ask a site admin to create the account")
 
     def _store(self, user_id: int, account: ExternalAccount) -> Identity:
         """Insert or refresh the identity row: token and data change, the user link never does."""

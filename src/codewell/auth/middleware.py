@@ -88,7 +88,7 @@ class AuthenticationMiddleware:
             await _error_response(path, URL_TOKEN_REFUSED)(scope, receive, send)
             return
         try:
-            actor, session = await run_in_threadpool(self._resolve, auth, headers, client)
+            actor, session = await run_in_threadpool(self._resolve, auth, headers, client, path)
         except CodewellError as exc:
             await _error_response(path, exc)(scope, receive, send)
             return
@@ -102,12 +102,17 @@ class AuthenticationMiddleware:
         await self.app(scope, receive, send)
 
     @staticmethod
-    def _resolve(auth: AuthService, headers: dict[str, str], client: ClientInfo) -> tuple[Actor, SessionInfo | None]:
+    def _resolve(
+        auth: AuthService, headers: dict[str, str], client: ClientInfo, path: str = ""
+    ) -> tuple[Actor, SessionInfo | None]:
         header = headers.get("authorization")
         if header is not None:
             actor = auth.authenticate_header(header, client)
             if actor is not None:
                 return actor, None
+        proxied = auth.resolve_request(path, headers, client)
+        if proxied is not None:
+            return proxied, None
         cookie = _cookie(headers, SESSION_COOKIE)
         if cookie:
             found = auth.session_actor(cookie)

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BearerResolver = Callable[[str], Actor | None]
+# (path, lower-cased headers, client) → the actor a trusted header names, or None (http-header provider).
+RequestResolver = Callable[[str, dict[str, str], "ClientInfo"], Actor | None]
 SESSION_LIFETIME = timedelta(days=7)
 INVALID_HEADER = "Invalid Authorization header."
 INVALID_TOKEN = "Invalid access token."
@@ -85,6 +87,7 @@ class AuthService:
         self.audit = runtime.get(AuditService)
         self._lock = threading.Lock()
         self._resolvers: list[BearerResolver] = []
+        self._request_resolvers: list[RequestResolver] = []
         self._anonymous_paths: list[str] = list(DEFAULT_ANONYMOUS_PATHS)
         # Scope → path prefixes a credential holding that scope (but not user:all) may call.
         self._scope_paths: dict[str, list[str]] = {"mcp": ["/.api/mcp"]}
@@ -99,6 +102,21 @@ class AuthService:
         with self._lock:
             if resolver not in self._resolvers:
                 self._resolvers.append(resolver)
+
+    def add_request_resolver(self, resolver: RequestResolver) -> None:
+        """Ask `resolver` for the actor of requests without an Authorization header, before the session
+        cookie (the http-header provider: an authenticating proxy names the user in a header)."""
+        with self._lock:
+            if resolver not in self._request_resolvers:
+                self._request_resolvers.append(resolver)
+
+    def resolve_request(self, path: str, headers: dict[str, str], client: ClientInfo) -> Actor | None:
+        """The first actor a request resolver finds; resolvers may raise Unauthenticated to refuse."""
+        for resolver in list(self._request_resolvers):
+            actor = resolver(path, headers, client)
+            if actor is not None:
+                return actor
+        return None
 
     def add_anonymous_path(self, prefix: str) -> None:
         """Let anonymous callers reach paths under `prefix` even when auth.public is false (the route

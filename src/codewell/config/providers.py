@@ -249,9 +249,7 @@ class SAMLProvider(ProviderBase):
     service_provider_private_key: str = Field("", alias="serviceProviderPrivateKey", repr=False)
     name_id_format: str = Field("urn:oasis:names:tc:SAML:2.0:nameid-format:persistent", alias="nameIDFormat")
     sign_requests: bool | None = Field(None, alias="signRequests")
-    insecure_skip_assertion_signature_validation: bool = Field(
-        False, alias="insecureSkipAssertionSignatureValidation"
-    )
+    insecure_skip_assertion_signature_validation: bool = Field(False, alias="insecureSkipAssertionSignatureValidation")
     allow_signup: bool | None = Field(None, alias="allowSignup")  # unset = true
     allow_groups: list[str] = Field(default_factory=list, alias="allowGroups")
     groups_attribute_name: str = Field("groups", alias="groupsAttributeName")
@@ -277,6 +275,10 @@ class HTTPHeaderProvider(ProviderBase):
     username_header: str = Field(alias="usernameHeader", min_length=1, pattern=r"^[A-Za-z0-9-]+$")
     email_header: str = Field("", alias="emailHeader", pattern=r"^[A-Za-z0-9-]*$")
     strip_username_header_prefix: str = Field("", alias="stripUsernameHeaderPrefix")
+
+    @property
+    def signup_allowed(self) -> bool:
+        return True  # the proxy decides who gets in; their first request creates the account
 
 
 Provider = Annotated[

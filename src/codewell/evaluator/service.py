@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Self
 
 from codewell.core.errors import CodewellError, InvalidInput
+from codewell.evaluator.metrics import EVALUATION_SECONDS, EVALUATIONS, WORKERS_RECYCLED
 from codewell.evaluator.pool import RunLimits, WorkerDied, WorkerPool
 from codewell.evaluator.sandbox import SandboxLimits
 
@@ -68,6 +69,9 @@ class EvaluatorLimits:
     max_call_bytes: int = 8 * 1024 * 1024
     # How long a caller waits for a free worker before getting Unavailable.
     acquire_timeout: float = 10.0
+    # Limits and crashes always replace the worker process. Plain script errors (syntax, runtime, result
+    # conversion) need not: every script gets a fresh Lua state. Set this to replace it after those too.
+    recycle_on_script_error: bool = False
 
     def run_limits(self) -> RunLimits:
         return RunLimits(sandbox=self.sandbox, timeout=self.timeout, total_timeout=self.total_timeout)
@@ -246,12 +250,25 @@ class EvaluatorService:
                 return self._host_call(actor, budget, name, args, deadline)
 
             outcome = worker.run(script, self.limits.run_limits(), handle)
-            healthy = outcome.get("kind") in CLEAN_KINDS
+            kind = outcome.get("kind")
+            healthy = kind == "ok" or (kind in CLEAN_KINDS and not self.limits.recycle_on_script_error)
         except WorkerDied as exc:
             outcome = self._died_outcome(exc)
         finally:
             self.pool.release(worker, healthy=healthy)
-        return self._result(outcome, budget, started, recycled=not healthy)
+        result = self._result(outcome, budget, started, recycled=not healthy)
+        self._observe(actor, result)
+        return result
+
+    @staticmethod
+    def _observe(actor: Actor, result: EvaluationResult) -> None:
+        outcome = result.error.kind if result.error else "ok"
+        EVALUATIONS.labels(outcome).inc()
+        EVALUATION_SECONDS.observe(result.duration_ms / 1000)
+        if result.worker_recycled:
+            WORKERS_RECYCLED.inc()
+            # Who hit which limit: the trail an operator needs when one caller keeps stopping workers.
+            log.info("evaluator worker recycled after %s (user %s)", outcome, actor.username or actor.kind.value)
 
     def _check_script(self, script: object) -> None:
         if not isinstance(script, str) or not script.strip():

@@ -67,6 +67,11 @@ def serve(fd_in: int, fd_out: int) -> None:
         except MemoryError:
             # RLIMIT_AS reached outside Lua's own allocator (converting host data, say).
             outcome = SandboxOutcome(kind="memory_limit", message="the worker process ran out of memory")
+        except protocol.ProtocolError:
+            return  # the parent went away in the middle of a host call
+        except Exception as exc:
+            # A bug in the sandbox itself: report it (the parent replaces this worker) instead of dying silently.
+            outcome = SandboxOutcome(kind="crashed", message=f"internal error in the sandbox ({type(exc).__name__})")
         protocol.write_frame(fd_out, {"type": "done", "outcome": outcome.as_dict()})
 
 

@@ -9,6 +9,7 @@ next run redoes the walk and conflicting inserts are ignored.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -23,12 +24,35 @@ from sqlalchemy.orm import Session
 
 from codewell.db import Database
 from codewell.history import gitlog
-from codewell.history.models import HistoryAuthor, HistoryCommit, HistoryCommitRef, HistoryRef
+from codewell.history.models import (
+    HistoryAuthor,
+    HistoryCommit,
+    HistoryCommitRef,
+    HistoryRef,
+    HistoryWord,
+    HistoryWordCommit,
+)
 
 log = logging.getLogger(__name__)
 
 # Commits with more changed paths keep the first MAX_PATHS (the `files` filter then misses the rest).
 MAX_PATHS = 500
+# Message words in the inverted index: lower-case runs of letters, digits and "_" of 3..64 characters.
+WORD = re.compile(r"[a-z0-9_]{3,64}")
+MAX_WORDS_PER_COMMIT = 200
+_WORD_CACHE_MAX = 500_000
+
+
+def message_words(search_text: str) -> set[str]:
+    """The distinct index words of a (lower-cased) message, at most MAX_WORDS_PER_COMMIT."""
+    words: set[str] = set()
+    for match in WORD.finditer(search_text):
+        words.add(match.group())
+        if len(words) >= MAX_WORDS_PER_COMMIT:
+            break
+    return words
+
+
 BATCH = 1000
 T = TypeVar("T")
 
@@ -59,6 +83,7 @@ class CommitIndexer:
         self._locks_guard = threading.Lock()
         # (name, email) -> author id; identities are immutable, so the cache never goes stale.
         self._authors: dict[tuple[str, str], int] = {}
+        self._words: dict[str, int] = {}
 
     def _repo_lock(self, repo_id: int) -> threading.Lock:
         with self._locks_guard:
@@ -147,6 +172,41 @@ class CommitIndexer:
                 for c in commits
             ]
             self._insert_or_ignore(session, HistoryCommit, rows)
+            self._insert_words(session, repo_id, rows)
+
+    def _word_ids(self, session: Session, words: set[str]) -> dict[str, int]:
+        if len(self._words) > _WORD_CACHE_MAX:
+            self._words.clear()
+        missing = [w for w in words if w not in self._words]
+        if missing:
+            self._insert_or_ignore(session, HistoryWord, [{"word": w} for w in missing])
+            for chunk in batched(missing, 500):
+                for word_id, word in session.execute(
+                    select(HistoryWord.id, HistoryWord.word).where(HistoryWord.word.in_(chunk))
+                ):
+                    self._words[word] = word_id
+        return {w: self._words[w] for w in words}
+
+    def _insert_words(self, session: Session, repo_id: int, rows: list[dict[str, Any]]) -> None:
+        """Postings (word, commit) for the messages of freshly inserted commits."""
+        ids: dict[str, int] = {}
+        for chunk in batched([row["sha"] for row in rows], 500):
+            ids.update(
+                session.execute(
+                    select(HistoryCommit.sha, HistoryCommit.id).where(
+                        HistoryCommit.repo_id == repo_id, HistoryCommit.sha.in_(chunk)
+                    )
+                ).tuples()
+            )
+        words_of = {ids[row["sha"]]: message_words(row["search_text"]) for row in rows if row["sha"] in ids}
+        vocabulary = self._word_ids(session, set().union(*words_of.values()) if words_of else set())
+        postings = [
+            {"word_id": vocabulary[word], "commit_id": commit_id}
+            for commit_id, words in words_of.items()
+            for word in words
+        ]
+        for chunk in batched(postings, 5000):
+            self._insert_or_ignore(session, HistoryWordCommit, chunk)
 
     def _update_ref(self, repo_id: int, git_dir: Path, name: str, sha: str, old: tuple[int, str] | None) -> None:
         """Move a ref to `sha`; for branches also record which commits it now reaches (one transaction)."""
@@ -174,3 +234,12 @@ class CommitIndexer:
                         ),
                     )
                 )
+
+
+def sweep_orphan_words(db: Database) -> int:
+    """Delete postings whose commit no longer exists (after a repository was removed); returns the count."""
+    with db.session() as session:
+        result = session.execute(
+            delete(HistoryWordCommit).where(HistoryWordCommit.commit_id.not_in(select(HistoryCommit.id)))
+        )
+        return int(getattr(result, "rowcount", 0) or 0)

@@ -78,3 +78,26 @@ class HistoryCommitRef(Base):
 
     ref_id: Mapped[int] = mapped_column(ForeignKey("history_refs.id", ondelete="CASCADE"), primary_key=True)
     commit_id: Mapped[int] = mapped_column(ForeignKey("history_commits.id", ondelete="CASCADE"), primary_key=True)
+
+
+class HistoryWord(Base):
+    """The vocabulary of commit messages: lower-cased word tokens (3-64 characters)."""
+
+    __tablename__ = "history_words"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    word: Mapped[str] = mapped_column(String(64), unique=True)
+
+
+class HistoryWordCommit(Base):
+    """Commit C's message contains word W: the inverted index that finds rare message terms without a scan.
+
+    No foreign keys on purpose: a cascade from history_commits would need a second index on commit_id over
+    the largest table. Postings are only candidates (every hit is re-checked against search_text), so
+    orphans left by a removed repository are harmless; the removal listener sweeps them.
+    """
+
+    __tablename__ = "history_word_commits"
+
+    word_id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=False)
+    commit_id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=False)

@@ -32,7 +32,14 @@ from codewell.core.errors import InvalidInput, NotFound
 from codewell.history import diffs, gitlog
 from codewell.history.dates import parse_range
 from codewell.history.indexer import CommitIndexer, IndexStats
-from codewell.history.models import HistoryAuthor, HistoryCommit, HistoryCommitRef, HistoryRef
+from codewell.history.models import (
+    HistoryAuthor,
+    HistoryCommit,
+    HistoryCommitRef,
+    HistoryRef,
+    HistoryWord,
+    HistoryWordCommit,
+)
 from codewell.repos.service import Repo, RepoService
 
 if TYPE_CHECKING:
@@ -50,6 +57,9 @@ MAX_REACHABLE = 2_000_000
 MAX_HUNKS_PER_MATCH = 10
 MAX_LINES_PER_FILE = 1000
 _SHA = re.compile(r"^[0-9a-fA-F]{4,40}$")
+WORD_TOKEN = re.compile(r"[a-z0-9_]+")
+# A message token with fewer postings than this is looked up in the word index instead of scanned for.
+RARE_POSTINGS = 5000
 
 
 # ---- results -------------------------------------------------------------------------------------------
@@ -304,6 +314,30 @@ class HistoryService:
 
     # ---- commit_search ----------------------------------------------------------------------------------
 
+    def _message_condition(self, term: str) -> ColumnElement[bool]:
+        """`term` is a substring of the message; for rare terms narrowed first through the word index.
+
+        Every token (letters, digits, _) of a term that occurs in a message is a substring of one of that
+        message's indexed words, so the postings of the words containing the term's rarest token are a
+        superset of the matches; the LIKE re-check makes the result exact. Common tokens skip the index:
+        the newest-first scan with LIMIT then stops after a few rows anyway.
+        """
+        lowered = term.lower()
+        like = HistoryCommit.search_text.contains(lowered, autoescape=True)
+        tokens = {t for t in WORD_TOKEN.findall(lowered) if 3 <= len(t) <= 64}
+        best: tuple[int, Select[Any]] | None = None
+        with self.db.session() as session:
+            for token in tokens:
+                words = select(HistoryWord.id).where(HistoryWord.word.contains(token, autoescape=True))
+                postings = select(HistoryWordCommit.commit_id).where(HistoryWordCommit.word_id.in_(words))
+                sample = select(HistoryWordCommit.word_id).where(HistoryWordCommit.word_id.in_(words))
+                estimate = session.scalar(select(func.count()).select_from(sample.limit(RARE_POSTINGS).subquery()))
+                if best is None or (estimate or 0) < best[0]:
+                    best = (estimate or 0, postings)
+        if best is None or best[0] >= RARE_POSTINGS:
+            return like
+        return and_(HistoryCommit.id.in_(best[1]), like)
+
     def _plan(
         self,
         actor: Actor,
@@ -320,7 +354,7 @@ class HistoryService:
         scope = self._scope(actor, repos)
         conditions: list[ColumnElement[bool]] = []
         if terms := _terms(message_terms, "messageTerms"):
-            conditions.append(_like_any(HistoryCommit.search_text, terms))
+            conditions.append(or_(*(self._message_condition(term) for term in terms)))
         if names := _terms(authors, "authors"):
             conditions.append(HistoryCommit.author_id.in_(_author_ids_query(names)))
         if paths := _terms(files, "files"):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -24,11 +25,12 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from codewell.core.actors import Actor
 from codewell.core.errors import PermissionDenied, Unauthenticated
 from codewell.core.tools import Endpoint
+from codewell.mcp import fastpath
 from codewell.mcp.registry import ToolRegistry
 from codewell.mcp.server import ToolCaller, build_server
 from codewell.runtime import Runtime
@@ -138,6 +140,56 @@ def has_mcp_access(runtime: Runtime, actor: Actor) -> bool:
     return runtime.get(AccountService).has_permission(actor, "MCP#ACCESS")
 
 
+async def _read_body(receive: Receive) -> bytes | None:
+    """The whole request body, or None as soon as it exceeds MAX_BODY_BYTES."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A receive callable that yields the already-read body once, then defers to the real one."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+class _AccessCache:
+    """MCP#ACCESS answers per user for a few seconds: the check costs two queries, a call should not."""
+
+    TTL = 5.0
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[float, bool]] = {}
+
+    def get(self, user_id: int) -> bool | None:
+        entry = self._entries.get(user_id)
+        return entry[1] if entry is not None and time.monotonic() - entry[0] < self.TTL else None
+
+    def put(self, user_id: int, allowed: bool) -> None:
+        if len(self._entries) > 10_000:
+            self._entries.clear()
+        self._entries[user_id] = (time.monotonic(), allowed)
+
+
 def _bearer_token(request: Request) -> str | None:
     header = request.headers.get("authorization", "")
     scheme, _, value = header.partition(" ")
@@ -151,14 +203,27 @@ class McpGate:
         self.runtime = runtime
         self.caller = ToolCaller(runtime, runtime.get(ToolRegistry))
         self.servers = {endpoint: build_server(runtime, self.caller, endpoint) for endpoint in Endpoint}
+        self.access = _AccessCache()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = await self._gate(Request(scope, receive))
-        if isinstance(response, Response):
-            await response(scope, receive, send)
+        request = Request(scope, receive)
+        gated = await self._gate(request)
+        if isinstance(gated, Response):
+            await gated(scope, receive, send)
             return
+        if scope["method"] == "POST":
+            body = await _read_body(receive)
+            if body is None:
+                await PlainTextResponse("Request body too large", status_code=413)(scope, receive, send)
+                return
+            message = fastpath.eligible_request(request, body)
+            if message is not None:
+                response = await fastpath.answer(self.runtime, self.caller, gated, actor_of(request), request, message)
+                await response(scope, receive, send)
+                return
+            receive = _replay(body, receive)
         manager = StreamableHTTPSessionManager(
-            self.servers[response], stateless=True, max_request_body_size=MAX_BODY_BYTES
+            self.servers[gated], stateless=True, max_request_body_size=MAX_BODY_BYTES
         )
         async with manager.run():
             await manager.handle_request(scope, receive, send)
@@ -203,7 +268,11 @@ class McpGate:
                 "use a token with scope mcp or user:all",
                 **{"WWW-Authenticate": challenge(runtime, endpoint, "insufficient_scope")},
             )
-        allowed = await anyio.to_thread.run_sync(has_mcp_access, runtime, actor)
+        allowed = self.access.get(actor.user_id) if actor.user_id is not None else None
+        if allowed is None:
+            allowed = await anyio.to_thread.run_sync(has_mcp_access, runtime, actor)
+            if actor.user_id is not None:
+                self.access.put(actor.user_id, allowed)
         if not allowed:
             return PlainTextResponse("forbidden", status_code=403)
         return endpoint

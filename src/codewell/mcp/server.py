@@ -111,6 +111,46 @@ class ToolCaller:
         return wire, ("tool_error" if result.is_error else ""), result.language
 
 
+class UnknownTool(Exception):
+    """The tool is not offered on this endpoint: a JSON-RPC error (-32602), not a tool result."""
+
+    def __init__(self, endpoint: Endpoint, name: str) -> None:
+        super().__init__(f"Unknown tool: {name}; tools/list on {endpoint.value} lists the available tools")
+        self.message = str(self)
+
+
+async def execute(
+    runtime: Runtime,
+    caller: ToolCaller,
+    endpoint: Endpoint,
+    actor: Actor,
+    client: str,
+    name: str,
+    arguments: dict[str, Any] | None,
+) -> WireResult:
+    """One tools/call from either transport path: run it in a worker thread and record the usage event."""
+    if caller.reject_unknown(endpoint, name):
+        raise UnknownTool(endpoint, name)
+    actor = dataclasses.replace(actor, client=client)
+    started = time.perf_counter()
+    wire, error, language = await anyio.to_thread.run_sync(caller.call, endpoint, actor, name, arguments)
+    record_usage(
+        runtime,
+        UsageEvent(
+            user_id=actor.user_id,
+            client=client,
+            feature="mcp",
+            tool=name,
+            endpoint=endpoint.value,
+            duration_ms=round((time.perf_counter() - started) * 1000),
+            result_bytes=wire.size,
+            error=error,
+            language=language,
+        ),
+    )
+    return wire
+
+
 def build_server(runtime: Runtime, caller: ToolCaller, endpoint: Endpoint) -> Server[Any]:
     """A low-level SDK server for one endpoint; handlers read the caller from the HTTP request."""
 
@@ -122,35 +162,16 @@ def build_server(runtime: Runtime, caller: ToolCaller, endpoint: Endpoint) -> Se
     async def on_call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        if caller.reject_unknown(endpoint, params.name):
-            raise MCPError(
-                code=types.INVALID_PARAMS,
-                message=f"Unknown tool: {params.name}; tools/list on {endpoint.value} lists the available tools",
-            )
         request = ctx.request if isinstance(ctx.request, Request) else None
         actor = actor_of(request) if request is not None else None
         if actor is None or actor.is_anonymous:  # the HTTP gate guarantees this never happens
             raise MCPError(code=types.INVALID_REQUEST, message="not authenticated")
-        client = client_name(ctx, request)
-        actor = dataclasses.replace(actor, client=client)
-        started = time.perf_counter()
-        wire, error, language = await anyio.to_thread.run_sync(
-            caller.call, endpoint, actor, params.name, params.arguments
-        )
-        record_usage(
-            runtime,
-            UsageEvent(
-                user_id=actor.user_id,
-                client=client,
-                feature="mcp",
-                tool=params.name,
-                endpoint=endpoint.value,
-                duration_ms=round((time.perf_counter() - started) * 1000),
-                result_bytes=wire.size,
-                error=error,
-                language=language,
-            ),
-        )
+        try:
+            wire = await execute(
+                runtime, caller, endpoint, actor, client_name(ctx, request), params.name, params.arguments
+            )
+        except UnknownTool as exc:
+            raise MCPError(code=types.INVALID_PARAMS, message=exc.message) from None
         return wire.result
 
     server: Server[Any] = Server(

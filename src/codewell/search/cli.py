@@ -10,6 +10,7 @@ import os
 import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from codewell.cli.common import fail, handle_errors, open_runtime
 from codewell.core.actors import INTERNAL
@@ -23,14 +24,18 @@ console = Console()
 @click.argument("repo", required=False)
 @click.option("--force", is_flag=True, help="Rebuild even when the index is current.")
 @click.option("--workers", type=int, default=os.cpu_count() or 1, show_default=True, help="Indexing processes.")
+@click.option("--status", "show_status", is_flag=True, help="Only show the index status.")
 @click.pass_context
 @handle_errors
-def index(ctx: click.Context, repo: str | None, force: bool, workers: int) -> None:
+def index(ctx: click.Context, repo: str | None, force: bool, workers: int, show_status: bool) -> None:
     """Index REPO (or every repository) at its default and extra branches."""
     from codewell.repos.service import RepoService
 
     runtime = open_runtime(ctx)
     service = runtime.get(SearchService)
+    if show_status:
+        _print_status(service, repo)
+        return
     repos = runtime.get(RepoService)
     targets = [repos.get(INTERNAL, repo)] if repo else repos.readable(INTERNAL)
     failed = 0
@@ -74,3 +79,19 @@ def search(ctx: click.Context, query: str, count: int | None) -> None:
     results = open_runtime(ctx).get(SearchService).search(INTERNAL, query, count=count)
     click.echo(render_results(results, query).text)
     click.echo(f"\n{results.match_count} matching lines in {results.duration_ms:.1f} ms", err=True)
+
+
+def _print_status(service: SearchService, repo: str | None) -> None:
+    table = Table("name", "state", "branches", "files", "content", "index", "indexed at (UTC)", "error")
+    for s in service.status(INTERNAL, repo):
+        table.add_row(
+            s.repo,
+            s.state,
+            ", ".join(f"{b}@{c[:10]}" for b, c in s.branches.items()) or "-",
+            str(s.documents),
+            f"{s.content_bytes / 1e6:.1f} MB",
+            f"{s.index_bytes / 1e6:.1f} MB",
+            s.indexed_at.strftime("%Y-%m-%d %H:%M:%S") if s.indexed_at else "-",
+            s.error or "",
+        )
+    console.print(table)

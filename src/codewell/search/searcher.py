@@ -186,32 +186,48 @@ class _Evaluator:
         return self.scan(regex._regexp, docs)
 
     def scan(self, regexp: Any, docs: BitMap) -> dict[int, set[int]]:
-        """Match `regexp` over each run of consecutive documents with one native call per matching line."""
+        """Match `regexp` over each run of consecutive documents with one native call per matching line.
+
+        The loop only records match offsets and skips to the next line (memchr via mmap.find); offsets are
+        mapped to documents and lines afterwards with one numpy searchsorted per matching document.
+        """
         shard = self.shard
         starts = shard.starts
-        newlines = shard.newlines
-        line_base = shard.line_base
         content = shard.content
-        found: dict[int, set[int]] = {}
         arr = np.asarray(docs.to_array(), dtype=np.int64)
         # Runs of consecutive doc ids are contiguous in the content file.
         breaks = np.flatnonzero(np.diff(arr) != 1) + 1
-        run_starts = np.concatenate([[0], breaks])
-        run_ends = np.concatenate([breaks, [len(arr)]])
+        run_firsts = arr[np.concatenate([[0], breaks])].tolist()
+        run_lasts = arr[np.concatenate([breaks, [len(arr)]]) - 1].tolist()
         match = regexp.Match
-        for rs, re_ in zip(run_starts.tolist(), run_ends.tolist(), strict=True):
-            first_doc, last_doc = int(arr[rs]), int(arr[re_ - 1])
+        find = content.find
+        offsets: list[int] = []
+        for first_doc, last_doc in zip(run_firsts, run_lasts, strict=True):
             pos, end = int(starts[first_doc]), int(starts[last_doc + 1])
-            doc = first_doc
             while pos < end:
                 ms = match(_UNANCHORED, content, pos, end)[0][0]
                 if ms < 0 or ms >= end:
                     break
-                if ms >= int(starts[doc + 1]):
-                    doc = int(np.searchsorted(starts, ms, side="right")) - 1
-                doc_start = int(starts[doc])
-                base, top = int(line_base[doc]), int(line_base[doc + 1])
-                line = base + int(np.searchsorted(newlines[base:top], ms - doc_start, side="left"))
-                found.setdefault(doc, set()).add(line)
-                pos = doc_start + int(newlines[line]) + 1
+                offsets.append(ms)
+                # Every document ends in a newline, so the line end is always inside the run.
+                pos = find(b"\n", ms) + 1
+        return self.lines_of(offsets)
+
+    def lines_of(self, offsets: list[int]) -> dict[int, set[int]]:
+        """Map ascending content offsets to {document: global line indices}."""
+        if not offsets:
+            return {}
+        shard = self.shard
+        at = np.asarray(offsets, dtype=np.int64)
+        doc_of = np.searchsorted(shard.starts, at, side="right") - 1
+        bounds = np.flatnonzero(np.diff(doc_of)) + 1
+        found: dict[int, set[int]] = {}
+        for lo, hi in zip(
+            np.concatenate([[0], bounds]).tolist(), np.concatenate([bounds, [len(at)]]).tolist(), strict=True
+        ):
+            doc = int(doc_of[lo])
+            base, top = int(shard.line_base[doc]), int(shard.line_base[doc + 1])
+            rel = at[lo:hi] - int(shard.starts[doc])
+            lines = base + np.searchsorted(shard.newlines[base:top], rel, side="left")
+            found[doc] = set(lines.tolist())
         return found

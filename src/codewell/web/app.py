@@ -16,8 +16,8 @@ from codewell.accounts import routes as accounts_routes
 from codewell.analytics import pages as analytics_pages
 from codewell.analytics import routes as analytics_routes
 from codewell.auth import routes as auth_routes
-from codewell.auth.providers import routes as auth_provider_routes
 from codewell.auth.middleware import AuthenticationMiddleware
+from codewell.auth.providers import routes as auth_provider_routes
 from codewell.capabilities import setup_all
 from codewell.core.errors import CodewellError
 from codewell.evaluator import routes as evaluator_routes

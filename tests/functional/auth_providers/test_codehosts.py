@@ -83,7 +83,9 @@ def test_github_signup_is_off_by_default_and_admin_created_accounts_link_by_veri
     make_user(runtime, "robert", email="bob@corp.example")  # an admin creates it (verified e-mail)
     linked = sign_in(client, provider)
     assert linked.status_code == 303
-    identities = runtime.get(IdentityService).list_identities(INTERNAL, runtime.get(AccountService).get_by_username("robert").id)
+    identities = runtime.get(IdentityService).list_identities(
+        INTERNAL, runtime.get(AccountService).get_by_username("robert").id
+    )
     assert [(i.kind, i.account_id) for i in identities] == [("github", "8")]
 
 
@@ -128,8 +130,12 @@ def test_username_clash_gets_a_random_suffix(runtime: Runtime, client: TestClien
 
 def test_github_allow_orgs_and_teams(runtime: Runtime, client: TestClient, host: FakeCodeHost) -> None:
     host.add(HostUser(20, "member", emails=[("m@x.example", True)], orgs=[(1, "Acme")]))
-    host.add(HostUser(21, "teamed", emails=[("t@x.example", True)], orgs=[(2, "other")], teams=[("other", "Core Devs")]))
-    host.add(HostUser(22, "subteam", emails=[("s@x.example", True)], orgs=[(2, "other")], teams=[("other", "Core Devs Sub")]))
+    host.add(
+        HostUser(21, "teamed", emails=[("t@x.example", True)], orgs=[(2, "other")], teams=[("other", "Core Devs")])
+    )
+    host.add(
+        HostUser(22, "subteam", emails=[("s@x.example", True)], orgs=[(2, "other")], teams=[("other", "Core Devs Sub")])
+    )
     host.add(HostUser(23, "outsider", emails=[("o@x.example", True)]))
     (provider,) = configure(
         runtime, github(host, allowSignup=True, allowOrgs=["acme"], allowOrgsMap={"other": ["Core Devs"]})
@@ -154,7 +160,9 @@ def test_github_team_names_are_display_names_matched_exactly(
 
 
 def test_github_required_sso_orgs(runtime: Runtime, client: TestClient, host: FakeCodeHost) -> None:
-    host.add(HostUser(30, "sso", emails=[("sso@x.example", True)], orgs=[(101, "a"), (102, "b")], sso_unauthorized=[102]))
+    host.add(
+        HostUser(30, "sso", emails=[("sso@x.example", True)], orgs=[(101, "a"), (102, "b")], sso_unauthorized=[102])
+    )
     host.signed_in = "sso"
     (ok,) = configure(runtime, github(host, allowSignup=True, requiredSsoOrgs=["101"]))
     assert sign_in(client, ok).status_code == 303

@@ -38,7 +38,13 @@ def op(runtime: Runtime) -> Iterator[OpenIDProvider]:
 
 
 def oidc(op: OpenIDProvider, **extra: object) -> dict[str, object]:
-    return {"type": "openidconnect", "issuer": op.issuer, "clientID": "codewell", "clientSecret": "codewell-secret", **extra}
+    return {
+        "type": "openidconnect",
+        "issuer": op.issuer,
+        "clientID": "codewell",
+        "clientSecret": "codewell-secret",
+        **extra,
+    }
 
 
 def round_trip(runtime: Runtime, client: TestClient, op: OpenIDProvider, account: str, provider: object) -> object:
@@ -80,7 +86,9 @@ def test_require_email_domain_and_unverified_email(runtime: Runtime, client: Tes
     assert sum("corp.example" in r for r in reasons) == 2
 
 
-def test_signup_false_links_only_admin_created_accounts(runtime: Runtime, client: TestClient, op: OpenIDProvider) -> None:
+def test_signup_false_links_only_admin_created_accounts(
+    runtime: Runtime, client: TestClient, op: OpenIDProvider
+) -> None:
     (provider,) = configure(runtime, oidc(op, allowSignup=False))
     refused = round_trip(runtime, client, op, "alice", provider)
     assert refused.status_code == 403  # type: ignore[attr-defined]
@@ -96,11 +104,15 @@ def test_wrong_issuer_in_the_config_is_refused(runtime: Runtime, client: TestCli
     assert "names a different issuer" in response.text
 
 
-def test_callback_with_a_foreign_iss_parameter_is_refused(runtime: Runtime, client: TestClient, op: OpenIDProvider) -> None:
+def test_callback_with_a_foreign_iss_parameter_is_refused(
+    runtime: Runtime, client: TestClient, op: OpenIDProvider
+) -> None:
     (provider,) = configure(runtime, oidc(op))
     op.login_as("alice")
     callback = op.authorize(start(client, provider), f"{runtime.external_url}/.auth/callback")
-    forged = callback.replace(f"iss={op.issuer.replace(':', '%3A').replace('/', '%2F')}", "iss=https%3A%2F%2Fevil.example")
+    forged = callback.replace(
+        f"iss={op.issuer.replace(':', '%3A').replace('/', '%2F')}", "iss=https%3A%2F%2Fevil.example"
+    )
     assert forged != callback
     response = client.get(local(forged), follow_redirects=False)
     assert response.status_code == 403

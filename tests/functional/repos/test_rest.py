@@ -86,6 +86,7 @@ def test_sync_add_and_remove_need_a_site_admin(client: TestClient, runtime: Runt
     assert synced["ok"] is True
     assert synced["changed"] is False
     assert synced["syncState"] == "ready"
+    assert 'codewell_repo_syncs_total{result="unchanged"}' in client.get("/metrics", headers=admin).text
     added = client.post("/.api/repos", json={"url": "https://example.com/org/a.git", "private": True}, headers=admin)
     assert added.status_code == 201
     assert added.json()["name"] == "example.com/org/a"

@@ -62,7 +62,7 @@ def test_unknown_provider_type_is_rejected() -> None:
 
 
 def test_spec_neutral_provider_names_are_accepted() -> None:
-    config = parse_site_config('{"auth.providers": [{"type": "codehost_a", "clientID": "x"}]}')
+    config = parse_site_config('{"auth.providers": [{"type": "codehost_a", "clientID": "x", "clientSecret": "y"}]}')
     assert config.auth_providers[0]["type"] == "codehost_a"
 
 

@@ -50,9 +50,13 @@ class RepoBuilder:
         self.git("add", "-A")
         name, email = author.rstrip(">").split(" <")
         env = {
-            "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_AUTHOR_DATE": date,
-            "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email, "GIT_COMMITTER_DATE": date,
-        }  # fmt: skip
+            "GIT_AUTHOR_NAME": name,
+            "GIT_AUTHOR_EMAIL": email,
+            "GIT_AUTHOR_DATE": date,
+            "GIT_COMMITTER_NAME": name,
+            "GIT_COMMITTER_EMAIL": email,
+            "GIT_COMMITTER_DATE": date,
+        }
         self.git("commit", "-q", "--allow-empty", "-m", message, env=env)
         sha = self.git("rev-parse", "HEAD")
         if label:

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from codewell.core.actors import INTERNAL, Actor
+from codewell.core.actors import Actor
 from codewell.repos.service import Repo, RepoService
 from codewell.runtime import Runtime
+from tests.factories import actor_of_user, make_user
 from tests.gitfixtures import register_local_repo, sample_repo
 
 
@@ -29,9 +30,5 @@ def sample(runtime: Runtime, sample_source: Path) -> Repo:
 
 
 def make_actor(runtime: Runtime, username: str, *, site_admin: bool = False) -> Actor:
-    """A real user (accounts service) and the actor a request by that user acts as."""
-    from codewell.accounts.service import AccountService
-
-    accounts = runtime.get(AccountService)
-    user = accounts.create_user(INTERNAL, username, site_admin=site_admin)
-    return accounts.actor_for(user, via="session")
+    """A real user (accounts service) and the actor a session of that user acts as."""
+    return actor_of_user(runtime, make_user(runtime, username, site_admin=site_admin))

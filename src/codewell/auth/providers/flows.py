@@ -39,9 +39,7 @@ class FlowRefused(PermissionDenied):
     """A callback whose flow is unknown, used, expired or from another browser; `reason` is for the audit log."""
 
     def __init__(self, reason: str) -> None:
-        super().__init__(
-            "This sign-in link is invalid, expired or was already used.", hint="start the sign-in again"
-        )
+        super().__init__("This sign-in link is invalid, expired or was already used.", hint="start the sign-in again")
         self.reason = reason
 
 

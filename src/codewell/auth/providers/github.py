@@ -48,7 +48,9 @@ class GitHubClient(CodeHostClient[GitHubProvider]):
         user = self.get_json(http, f"{api}user")
         emails = self.get_json(http, f"{api}user/emails", per_page=100)
         verified = tuple(
-            e["email"] for e in sorted(emails, key=lambda e: not e.get("primary")) if e.get("verified") and e.get("email")
+            e["email"]
+            for e in sorted(emails, key=lambda e: not e.get("primary"))
+            if e.get("verified") and e.get("email")
         )
         return ExternalAccount(
             kind=self.kind,

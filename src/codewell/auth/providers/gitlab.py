@@ -63,9 +63,7 @@ class GitLabClient(CodeHostClient[GitLabProvider]):
         if not allowed:
             return
         # min_access_level=Guest leaves out groups where the user only has Minimal Access.
-        groups = self.get_json(
-            http, f"{self.provider.url}api/v4/groups", min_access_level=GUEST_ACCESS, per_page=100
-        )
+        groups = self.get_json(http, f"{self.provider.url}api/v4/groups", min_access_level=GUEST_ACCESS, per_page=100)
         if any(str(g.get("full_path", "")) in allowed for g in groups):
             return
         raise FilterRefused(

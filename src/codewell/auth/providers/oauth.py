@@ -12,7 +12,6 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import requests
 from authlib.integrations.requests_client import OAuth2Session
-from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
 from codewell.auth.identities import ExternalAccount
 from codewell.auth.providers.flows import Flow
@@ -99,7 +98,7 @@ class CodeHostClient(ABC, Generic[P]):
 
     def get(self, http: OAuth2Session, url: str, **params: Any) -> requests.Response:
         try:
-            response = http.get(url, params=params or None, timeout=HTTP_TIMEOUT)
+            response: requests.Response = http.get(url, params=params or None, timeout=HTTP_TIMEOUT)
         except requests.RequestException as exc:
             raise ProviderError(f"could not reach {self.kind} at {url}: {_short(exc)}") from None
         if response.status_code >= 400:
@@ -110,7 +109,3 @@ class CodeHostClient(ABC, Generic[P]):
 def _short(exc: BaseException) -> str:
     return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
 
-
-def challenge_of(verifier: str) -> str:
-    """The S256 code challenge of a verifier (what the host compares at the token endpoint)."""
-    return str(create_s256_code_challenge(verifier))

@@ -172,7 +172,9 @@ class OpenIDConnectClient:
             claims = self._validate(str(token["id_token"]), found.jwks, flow.nonce)
         except TokenRefused:
             # The issuer may have rotated its keys since we cached them: refetch once.
-            claims = self._validate(str(token["id_token"]), discover(self.provider.issuer, refresh=True).jwks, flow.nonce)
+            claims = self._validate(
+                str(token["id_token"]), discover(self.provider.issuer, refresh=True).jwks, flow.nonce
+            )
         info = claims
         if metadata.get("userinfo_endpoint"):
             response = http.get(str(metadata["userinfo_endpoint"]), timeout=HTTP_TIMEOUT)

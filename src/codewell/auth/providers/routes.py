@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -78,7 +79,7 @@ async def start_session(request: Request, user: User, return_to: str) -> Respons
 def callback(kind: str) -> Callable[[Request], Awaitable[Response]]:
     async def handler(request: Request) -> Response:
         service = runtime_of(request).get(ExternalSignIn)
-        params = {k: v for k, v in request.query_params.items()}
+        params = dict(request.query_params.items())
         try:
             user, return_to = await run_in_threadpool(
                 service.finish, kind, params, request.cookies.get(FLOW_COOKIE, ""), client_of(request)
@@ -114,6 +115,41 @@ async def saml_acs(request: Request) -> Response:
     return await start_session(request, user, return_to)
 
 
+async def gerrit_credentials(request: Request) -> Response:
+    """Account security: add Gerrit HTTP credentials (checked against Gerrit's REST API)."""
+    from codewell.auth.csrf import verify_form
+    from codewell.auth.providers.gerrit import add_credentials
+    from codewell.config.providers import GerritProvider
+    from codewell.web.requests import actor_of
+
+    runtime = runtime_of(request)
+    actor = actor_of(request)
+    if not actor.is_user:
+        return RedirectResponse("/sign-in?returnTo=/.auth/gerrit/credentials", status_code=302)
+    providers = [p for p in runtime.config.providers if isinstance(p, GerritProvider)]
+    context: dict[str, Any] = {"providers": providers, "error": "", "notice": ""}
+    if request.method == "GET":
+        return render(request, "auth_providers/gerrit.html", **context)
+    form = await request.form()
+    verify_form(request, form)
+    fields = {k: v for k, v in form.items() if isinstance(v, str)}
+    try:
+        await run_in_threadpool(
+            add_credentials,
+            runtime,
+            actor,
+            fields.get("pc", ""),
+            fields.get("username", ""),
+            fields.get("password", ""),
+            client_of(request),
+        )
+    except CodewellError as exc:
+        context["error"] = exc.message
+        return render(request, "auth_providers/gerrit.html", status_code=exc.http_status, **context)
+    context["notice"] = "Gerrit credentials added."
+    return render(request, "auth_providers/gerrit.html", **context)
+
+
 def routes() -> list[BaseRoute]:
     result: list[BaseRoute] = []
     for kind in (*CODE_HOST_KINDS, "openidconnect", "saml"):
@@ -123,4 +159,5 @@ def routes() -> list[BaseRoute]:
     result.append(Route(OIDC_CALLBACK, callback("openidconnect"), methods=["GET"]))
     result.append(Route("/.auth/saml/metadata", saml_metadata, methods=["GET"]))
     result.append(Route("/.auth/saml/acs", saml_acs, methods=["POST"]))
+    result.append(Route("/.auth/gerrit/credentials", gerrit_credentials, methods=["GET", "POST"]))
     return result

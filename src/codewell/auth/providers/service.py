@@ -130,10 +130,10 @@ class ExternalSignIn:
         if provider.no_sign_in:
             raise PermissionDenied(f"{provider.label} is not a sign-in method here (noSignIn).")
         if isinstance(provider, SAMLProvider):
-            from codewell.auth.providers.saml import SAMLClient
+            from codewell.auth.providers.saml import client_for
 
             flow = self.flows.begin(provider.id, return_to, browser_token, pkce=False)
-            return SAMLClient(provider, self.runtime.external_url).authorization_url(flow)
+            return client_for(self.runtime, provider).authorization_url(flow)
         if isinstance(provider, OpenIDConnectProvider):
             flow = self.flows.begin(provider.id, return_to, browser_token, pkce=True)
             return self._oidc(provider).authorization_url(flow)
@@ -144,21 +144,21 @@ class ExternalSignIn:
     def _provider(self, kind: str, provider_id: str, client: ClientInfo) -> Provider:
         provider = self.find(provider_id, kind)
         if provider is None:
-            self._refused(kind, "login for a provider that is not configured", client)
+            self.refuse(kind, "login for a provider that is not configured", client)
             raise ProviderGone
         return provider
 
     # -- finishing ----------------------------------------------------------------------------------------
     def finish(self, kind: str, params: dict[str, str], browser_token: str, client: ClientInfo) -> tuple[User, str]:
         """Complete a code-flow callback (code hosts and OpenID Connect): (the signed-in user, returnTo)."""
-        flow = self._flow(kind, params.get("state", ""), browser_token, client)
+        flow = self.consume_flow(kind, params.get("state", ""), browser_token, client)
         provider = self.find(flow.provider_id)
         if provider is None or provider.kind != kind:
-            self._refused(kind, "callback for a provider removed from the config", client)
+            self.refuse(kind, "callback for a provider removed from the config", client)
             raise ProviderGone
         if params.get("error"):
             reason = f"provider error {params['error'][:100]}"
-            self._refused(kind, reason, client)
+            self.refuse(kind, reason, client)
             detail = params.get("error_description", "")[:200]
             raise PermissionDenied(
                 f"{provider.label.removeprefix(provider.display_prefix)} did not sign you in"
@@ -167,12 +167,12 @@ class ExternalSignIn:
             )
         code = params.get("code", "")
         if not code:
-            self._refused(kind, "callback without code", client)
+            self.refuse(kind, "callback without code", client)
             raise InvalidInput("The sign-in response has no authorization code.", hint="start the sign-in again")
         try:
             account = self._account(provider, code, flow, params.get("iss"))
         except CodewellError as exc:
-            self._refused(kind, exc.message, client)
+            self.refuse(kind, exc.message, client)
             raise
         return self.complete(provider, account, client), flow.return_to
 
@@ -180,11 +180,12 @@ class ExternalSignIn:
         """Link or create the account of an authenticated external identity (IdentityService audits)."""
         return self.identities.sign_in(account, link_policy(provider), client)
 
-    def _flow(self, kind: str, state: str, browser_token: str, client: ClientInfo) -> Flow:
+    def consume_flow(self, kind: str, state: str, browser_token: str, client: ClientInfo) -> Flow:
+        """The flow of a callback's state, consumed; FlowRefused (audited) when it may not be used."""
         try:
             return self.flows.finish(state, browser_token)
         except FlowRefused as exc:
-            self._refused(kind, exc.reason, client)
+            self.refuse(kind, exc.reason, client)
             raise
 
     def _account(self, provider: Provider, code: str, flow: Flow, iss: str | None) -> ExternalAccount:
@@ -211,7 +212,8 @@ class ExternalSignIn:
             return BitbucketServerClient(provider, redirect)
         raise NotFound(f"{provider.kind} has no OAuth sign-in")
 
-    def _refused(self, kind: str, reason: str, client: ClientInfo) -> None:
+    def refuse(self, kind: str, reason: str, client: ClientInfo) -> None:
+        """Record a refused sign-in step in the audit log (`auth.signIn` / `failed`)."""
         self.audit.record(
             "auth.signIn",
             "failed",

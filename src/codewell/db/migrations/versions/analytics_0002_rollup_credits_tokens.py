@@ -27,6 +27,7 @@ def upgrade() -> None:
         sa.Column("language", sa.String(length=50), nullable=False),
         *(sa.Column(name, sa.Integer(), nullable=False) for name in counters),
         sa.PrimaryKeyConstraint("user_id", "day", "client", "language", name=op.f("pk_usage_daily")),
+        sqlite_with_rowid=False,
     )
     op.create_index("ix_usage_daily_day", "usage_daily", ["day"])
     op.create_table(

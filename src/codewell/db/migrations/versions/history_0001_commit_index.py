@@ -1,4 +1,4 @@
-"""History: the commit index (commits, author identities, refs and commit-ref reachability).
+"""History: the commit index (commits, author identities, refs, commit-ref reachability, message words).
 
 Revision ID: history_0001
 Revises: 0001
@@ -86,9 +86,24 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("ref_id", "commit_id", name=op.f("pk_history_commit_refs")),
     )
     op.create_index("ix_history_commit_refs_commit_id", "history_commit_refs", ["commit_id"])
+    op.create_table(
+        "history_words",
+        sa.Column("id", BigId, autoincrement=True, nullable=False),
+        sa.Column("word", sa.String(length=64), nullable=False),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_history_words")),
+        sa.UniqueConstraint("word", name=op.f("uq_history_words_word")),
+    )
+    op.create_table(
+        "history_word_commits",
+        sa.Column("word_id", BigId, autoincrement=False, nullable=False),
+        sa.Column("commit_id", BigId, autoincrement=False, nullable=False),
+        sa.PrimaryKeyConstraint("word_id", "commit_id", name=op.f("pk_history_word_commits")),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("history_word_commits")
+    op.drop_table("history_words")
     op.drop_index("ix_history_commit_refs_commit_id", table_name="history_commit_refs")
     op.drop_table("history_commit_refs")
     op.drop_table("history_refs")

@@ -1,0 +1,98 @@
+"""A fast path for the two hot requests of the handshake era: a bare, session-less `tools/list` or
+`tools/call` POST (what the reference system's own client and most agents send after connecting).
+
+The SDK serves every request correctly but spends several milliseconds of CPU per request on per-request
+task groups, memory streams and re-validating results against the protocol surface models. This path
+answers those two methods directly with the same wire form (one SSE `message` event carrying the JSON-RPC
+response) and the same semantics (tool lookup, validation, errors, usage events). Anything else (initialize,
+notifications, batches, modern-era requests, sessions, malformed bodies, other methods) returns None and
+goes to the SDK unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcp_types import INVALID_PARAMS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.requests import Request
+from starlette.responses import Response
+
+from codewell.core.actors import Actor
+from codewell.core.tools import Endpoint
+from codewell.mcp.server import ToolCaller, UnknownTool, execute
+from codewell.runtime import Runtime
+
+_SSE_HEADERS = {"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"}
+_METHODS = frozenset({"tools/list", "tools/call"})
+
+
+def eligible_request(request: Request, body: bytes) -> dict[str, Any] | None:
+    """The parsed JSON-RPC request when this path may answer it, else None (the SDK answers)."""
+    headers = request.headers
+    version = headers.get("mcp-protocol-version")
+    if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+        return None
+    if "mcp-session-id" in headers or not headers.get("content-type", "").startswith("application/json"):
+        return None
+    accept = headers.get("accept", "")
+    if "application/json" not in accept or "text/event-stream" not in accept:
+        return None
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or message.get("method") not in _METHODS:
+        return None
+    request_id = message.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, int | str):
+        return None
+    params = message.get("params", {})
+    if not isinstance(params, dict):
+        return None
+    if message["method"] == "tools/call":
+        arguments = params.get("arguments")
+        if not isinstance(params.get("name"), str) or not (arguments is None or isinstance(arguments, dict)):
+            return None
+    elif "cursor" in params:
+        return None  # pagination is not used by our lists; let the SDK answer whatever a cursor means
+    return message
+
+
+def sse(payload: dict[str, Any]) -> Response:
+    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return Response(f"event: message\r\ndata: {data}\r\n\r\n", media_type="text/event-stream", headers=_SSE_HEADERS)
+
+
+def tool_entries(caller: ToolCaller, endpoint: Endpoint) -> list[dict[str, Any]]:
+    """The tools/list entries as plain dicts (the same fields the SDK path emits)."""
+    entries = []
+    for tool in caller.registry.tools_for(endpoint, caller.runtime.config, caller.runtime):
+        entry: dict[str, Any] = {
+            "name": tool.spec.name,
+            "description": tool.spec.description,
+            "inputSchema": tool.spec.input_schema,
+        }
+        if tool.spec.output_schema:
+            entry["outputSchema"] = tool.spec.output_schema
+        entries.append(entry)
+    return entries
+
+
+async def answer(
+    runtime: Runtime, caller: ToolCaller, endpoint: Endpoint, actor: Actor, request: Request, message: dict[str, Any]
+) -> Response:
+    """The SSE response for an eligible request."""
+    request_id = message["id"]
+    if message["method"] == "tools/list":
+        return sse({"jsonrpc": "2.0", "id": request_id, "result": {"tools": tool_entries(caller, endpoint)}})
+    params = message.get("params", {})
+    client = request.headers.get("user-agent", "")[:200]
+    try:
+        wire = await execute(runtime, caller, endpoint, actor, client, params["name"], params.get("arguments"))
+    except UnknownTool as exc:
+        return sse({"jsonrpc": "2.0", "id": request_id, "error": {"code": INVALID_PARAMS, "message": exc.message}})
+    result = wire.result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    result.pop("resultType", None)  # a 2026-era field; handshake-era results do not carry it
+    return sse({"jsonrpc": "2.0", "id": request_id, "result": result})

@@ -1,0 +1,37 @@
+"""`codewell index` and `codewell search` as a user runs them: a real process, real git, real exit codes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.gitfixtures import make_repo
+
+CODEWELL = [sys.executable, "-m", "codewell"]
+
+
+def run(data: Path, *args: str, database_url: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CODEWELL_DATA_DIR": str(data), "CODEWELL_DATABASE_URL": database_url, "COLUMNS": "200"}
+    return subprocess.run([*CODEWELL, *args], capture_output=True, text=True, env=env, timeout=120, check=False)
+
+
+def test_index_status_and_search(tmp_path: Path, database_url: str) -> None:
+    data = tmp_path / "data"
+    source = make_repo(tmp_path / "proj", {"src/a.py": "def needle_function():\n    return 1\n"})
+    assert run(data, "repos", "add", str(source), "--name", "local/proj", database_url=database_url).returncode == 0
+    indexed = run(data, "index", "local/proj", "--force", "--workers", "1", database_url=database_url)
+    assert indexed.returncode == 0, indexed.stderr
+    assert "1 files" in indexed.stdout
+    status = run(data, "index", "--status", database_url=database_url)
+    assert "local/proj" in status.stdout
+    assert "indexed" in status.stdout
+    found = run(data, "search", "needle_function", database_url=database_url)
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.startswith("# local/proj – src/a.py\n1: def needle_function():")
+    bad = run(data, "search", "x rev:main", database_url=database_url)
+    assert bad.returncode != 0
+    assert "rev: needs repo:" in bad.stderr
+    missing = run(data, "index", "local/nope", database_url=database_url)
+    assert missing.returncode != 0
