@@ -105,10 +105,10 @@ def direct_baselines(runtime: Runtime, files: list[str], repeat: int = 400) -> d
     caller = ToolCaller(runtime, ToolRegistry.create(runtime))
     read = lambda: service.read_file(actor, "bench/repo00", rng.choice(files))  # noqa: E731
     lst = lambda: service.list_repos(actor, "", 50)  # noqa: E731
+
     def read_tool():
-        return caller.call(
-            Endpoint.CORE, actor, "read_file", {"repo": "bench/repo00", "path": rng.choice(files)}
-        )
+        return caller.call(Endpoint.CORE, actor, "read_file", {"repo": "bench/repo00", "path": rng.choice(files)})
+
     list_tool = lambda: caller.call(Endpoint.CORE, actor, "list_repos", {"query": ""})  # noqa: E731
     for fn in (read, lst, read_tool, list_tool):
         timed(fn, 50)  # warm-up
@@ -140,6 +140,12 @@ def ok(response: httpx2.Response) -> bool:
     return False
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (robust to other load on a shared machine, unlike wall time)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -147,12 +153,15 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
-async def sequential(url: str, token: str, files: list[str], calls: int) -> dict[str, Any]:
+async def sequential(url: str, token: str, files: list[str], calls: int, pid: int) -> dict[str, Any]:
     rng = random.Random(2)
     samples: dict[str, list[float]] = {"read_file": [], "list_repos": []}
     headers = {**HEADERS, "authorization": f"token {token}"}
     async with httpx2.AsyncClient(headers=headers, timeout=30) as client:
+        cpu_start = 0.0
         for n in range(calls + 40):
+            if n == 40:
+                cpu_start = cpu_seconds(pid)
             body = call_body(rng, files, n)
             start = time.perf_counter()
             response = await client.post(url, json=body)
@@ -160,12 +169,21 @@ async def sequential(url: str, token: str, files: list[str], calls: int) -> dict
             assert ok(response), response.text[:300]
             if n >= 40:
                 samples[body["params"]["name"]].append(elapsed)
+        mcp_cpu = (cpu_seconds(pid) - cpu_start) / calls
         floor = []
+        cpu_start = cpu_seconds(pid)
         for _ in range(200):
             start = time.perf_counter()
             await client.get(url.replace("/.api/mcp", "/healthz"))
             floor.append(time.perf_counter() - start)
-    return {"read_file": pct(samples["read_file"]), "list_repos": pct(samples["list_repos"]), "healthz": pct(floor)}
+        floor_cpu = (cpu_seconds(pid) - cpu_start) / 200
+    return {
+        "read_file": pct(samples["read_file"]),
+        "list_repos": pct(samples["list_repos"]),
+        "healthz": pct(floor),
+        "server_cpu_ms_per_mcp_call": round(mcp_cpu * 1000, 3),
+        "server_cpu_ms_per_healthz": round(floor_cpu * 1000, 3),
+    }
 
 
 async def load(url: str, token: str, files: list[str], clients: int, seconds: float, pid: int) -> dict[str, Any]:
@@ -197,9 +215,11 @@ async def load(url: str, token: str, files: list[str], clients: int, seconds: fl
             memory.append(rss_kib(pid))
 
     started = time.perf_counter()
+    cpu_start = cpu_seconds(pid)
     async with httpx2.AsyncClient(headers=headers, timeout=60, limits=limits) as client:
         await asyncio.gather(sampler(), *(worker(i, client) for i in range(clients)))
     elapsed = time.perf_counter() - started
+    server_cpu = cpu_seconds(pid) - cpu_start
     return {
         "clients": clients,
         "seconds": round(elapsed, 1),
@@ -207,8 +227,23 @@ async def load(url: str, token: str, files: list[str], clients: int, seconds: fl
         "calls_per_s": round(len(latencies) / elapsed, 1),
         "errors": errors,
         **pct(latencies),
+        "server_cpu_ms_per_call": round(server_cpu / max(len(latencies), 1) * 1000, 3),
+        # What the server alone could sustain on 2 cores if the load generator did not share them.
+        "capacity_calls_per_s_2_cores": round(2 * len(latencies) / max(server_cpu, 1e-9), 1),
         "rss_kib": memory,
     }
+
+
+def wait_idle(pid: int, limit: float = 120.0) -> None:
+    """Wait until the server's background work (first sync and indexing of the repositories) has settled, so
+    that the CPU measured afterwards is the requests' own."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        before = cpu_seconds(pid)
+        time.sleep(1.0)
+        if cpu_seconds(pid) - before < 0.03:
+            return
+    print("warning: the server never went idle; CPU figures include background work")
 
 
 def free_port() -> int:
@@ -244,7 +279,8 @@ def main() -> None:
                         break
                 except httpx2.HTTPError:
                     time.sleep(0.1)
-            seq = asyncio.run(sequential(url, token, files, 400))
+            wait_idle(server.pid)
+            seq = asyncio.run(sequential(url, token, files, 400, server.pid))
             loaded = asyncio.run(load(url, token, files, args.clients, args.seconds, server.pid))
         finally:
             server.terminate()
@@ -269,11 +305,18 @@ def main() -> None:
     (RESULTS / "mcp_bench.json").write_text(json.dumps(result, indent=2))
     for tool in ("read_file", "list_repos"):
         d, h, s = baselines["direct"][tool]["p50_ms"], baselines["handler"][tool]["p50_ms"], seq[tool]["p50_ms"]
+        p99 = seq[tool]["p99_ms"]
         print(
-            f"{tool:10}  direct p50 {d:.3f} ms | handler {h:.3f} ms | over MCP {s:.3f} ms (p99 {seq[tool]['p99_ms']:.3f})"
+            f"{tool:10}  direct p50 {d:.3f} ms | handler {h:.3f} ms | over MCP {s:.3f} ms (p99 {p99:.3f})"
             f" | MCP overhead {overhead[tool]:.3f} ms ({s / d:.1f}x the service call)"
         )
     print(f"HTTP floor (GET /healthz) p50 {seq['healthz']['p50_ms']:.3f} ms")
+    cpu_mcp, cpu_floor = seq["server_cpu_ms_per_mcp_call"], seq["server_cpu_ms_per_healthz"]
+    direct_mean = (baselines["direct"]["read_file"]["p50_ms"] + baselines["direct"]["list_repos"]["p50_ms"]) / 2
+    print(
+        f"server CPU per call (sequential): MCP {cpu_mcp:.3f} ms, GET /healthz {cpu_floor:.3f} ms, direct service "
+        f"~{direct_mean:.3f} ms -> MCP layer CPU ~{cpu_mcp - cpu_floor - direct_mean:.3f} ms per call"
+    )
     mem = loaded["rss_kib"]
     print(
         f"load: {loaded['clients']} clients, {loaded['calls_per_s']} calls/s, p50 {loaded['p50_ms']} ms, "

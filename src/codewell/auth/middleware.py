@@ -9,6 +9,7 @@ from urllib.parse import parse_qs, quote
 
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from codewell.accounts.tokens import TOKEN_PREFIX
@@ -51,6 +52,15 @@ def _token_in_url(scope: Scope) -> bool:
         return False
     params = parse_qs(query)
     return any(v.startswith(TOKEN_PREFIX) for key in ("token", "access_token") for v in params.get(key, []))
+
+
+def _routed(scope: Scope) -> bool:
+    """Whether any route of the app matches this request's path (Starlette puts the app in the scope)."""
+    app = scope.get("app")
+    router = getattr(app, "router", None)
+    if router is None:
+        return True
+    return any(route.matches(scope)[0] is not Match.NONE for route in router.routes)
 
 
 def is_api_path(path: str) -> bool:
@@ -127,8 +137,8 @@ class AuthenticationMiddleware:
         path: str = scope["path"]
         method: str = scope["method"]
         if actor.is_anonymous:
-            if self.runtime.config.auth_public or auth.is_anonymous_path(path):
-                return None
+            if self.runtime.config.auth_public or auth.is_anonymous_path(path) or not _routed(scope):
+                return None  # unknown paths get the router's 404 (it tells nothing about any data)
             if is_api_path(path) or method not in SAFE_METHODS:
                 return _error_response(path, Unauthenticated("Not signed in.", hint=SIGN_IN_HINT))
             query = scope.get("query_string", b"").decode("latin-1")

@@ -86,6 +86,7 @@ class AuthService:
         self.tokens = runtime.get(TokenService)
         self.audit = runtime.get(AuditService)
         self._lock = threading.Lock()
+        self._key: bytes | None = None
         self._resolvers: list[BearerResolver] = []
         self._request_resolvers: list[RequestResolver] = []
         self._anonymous_paths: list[str] = list(DEFAULT_ANONYMOUS_PATHS)
@@ -95,6 +96,12 @@ class AuthService:
     @classmethod
     def create(cls, runtime: Runtime) -> Self:
         return cls(runtime)
+
+    def _secret(self) -> bytes:
+        # Read once: the key file never changes while the process runs, and sessions check it per request.
+        if self._key is None:
+            self._key = self.runtime.secret_key()
+        return self._key
 
     # -- registration -------------------------------------------------------------------------------------
     def add_bearer_resolver(self, resolver: BearerResolver) -> None:
@@ -224,11 +231,11 @@ class AuthService:
         with self.runtime.db.session() as session:
             session.add(row)
         info = SessionInfo(row.id, row.user_id, row.csrf_token, row.expires_at)
-        return sign(self.runtime.secret_key(), "session", row.id), info
+        return sign(self._secret(), "session", row.id), info
 
     def session_actor(self, cookie: str) -> tuple[Actor, SessionInfo] | None:
         """The signed-in user of a session cookie, or None (bad signature, signed out, expired, deleted)."""
-        session_id = unsign(self.runtime.secret_key(), "session", cookie)
+        session_id = unsign(self._secret(), "session", cookie)
         if session_id is None:
             return None
         with self.runtime.db.session() as session:
@@ -247,7 +254,7 @@ class AuthService:
         return self.accounts.actor_for(user, via="session"), info
 
     def end_session(self, cookie: str) -> None:
-        session_id = unsign(self.runtime.secret_key(), "session", cookie)
+        session_id = unsign(self._secret(), "session", cookie)
         if session_id is None:
             return
         with self.runtime.db.session() as session:
@@ -377,4 +384,4 @@ class AuthService:
             row = session.get(UserRow, user_id)
             fingerprint = "missing" if row is None else (row.password_hash or "")
         message = f"reset:{user_id}:{expires}:{fingerprint}".encode()
-        return hmac.new(self.runtime.secret_key(), message, hashlib.sha256).hexdigest()
+        return hmac.new(self._secret(), message, hashlib.sha256).hexdigest()

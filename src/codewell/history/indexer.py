@@ -151,6 +151,15 @@ class CommitIndexer:
         return {key: self._authors[key] for key in identities}
 
     def _insert_commits(self, repo_id: int, commits: list[gitlog.LoggedCommit]) -> None:
+        try:
+            self._insert_commit_rows(repo_id, commits)
+        except Exception:
+            # The transaction rolled back: ids cached during it may not exist. Start the caches afresh.
+            self._authors.clear()
+            self._words.clear()
+            raise
+
+    def _insert_commit_rows(self, repo_id: int, commits: list[gitlog.LoggedCommit]) -> None:
         identities = {(c.author_name[:255], c.author_email[:255]) for c in commits}
         identities |= {(c.committer_name[:255], c.committer_email[:255]) for c in commits}
         with self.db.session() as session:
@@ -191,13 +200,10 @@ class CommitIndexer:
         """Postings (word, commit) for the messages of freshly inserted commits."""
         ids: dict[str, int] = {}
         for chunk in batched([row["sha"] for row in rows], 500):
-            ids.update(
-                session.execute(
-                    select(HistoryCommit.sha, HistoryCommit.id).where(
-                        HistoryCommit.repo_id == repo_id, HistoryCommit.sha.in_(chunk)
-                    )
-                ).tuples()
+            query = select(HistoryCommit.sha, HistoryCommit.id).where(
+                HistoryCommit.repo_id == repo_id, HistoryCommit.sha.in_(chunk)
             )
+            ids.update((sha, commit_id) for sha, commit_id in session.execute(query))
         words_of = {ids[row["sha"]]: message_words(row["search_text"]) for row in rows if row["sha"] in ids}
         vocabulary = self._word_ids(session, set().union(*words_of.values()) if words_of else set())
         postings = [

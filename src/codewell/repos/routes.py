@@ -3,7 +3,8 @@
 Repository names contain slashes, so sub-resources follow a `/-/` separator:
 `GET /.api/repos?query=&limit=`, `POST /.api/repos` (add), `GET|DELETE /.api/repos/{name}`,
 `GET /.api/repos/{name}/-/files?path=&revision=`, `GET /.api/repos/{name}/-/file?path=&startLine=&endLine=&revision=`,
-`GET /.api/repos/{name}/-/refs?tagsOnly=&headsOnly=&containsCommit=&limit=`, `POST /.api/repos/{name}/-/sync`.
+`GET /.api/repos/{name}/-/refs?tagsOnly=&headsOnly=&containsCommit=&limit=`,
+`POST /.api/repos/{name}/-/sync[?wait=false]` (wait: sync now and answer the outcome; false: queue it, 202).
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ def _int(request: Request, name: str) -> int | None:
         raise InvalidInput(f"{name} must be a whole number (got {value!r})", hint=f"e.g. ?{name}=10") from None
 
 
-def _bool(request: Request, name: str) -> bool:
-    value = request.query_params.get(name, "false").lower()
+def _bool(request: Request, name: str, *, default: bool = False) -> bool:
+    value = request.query_params.get(name, "true" if default else "false").lower()
     if value not in ("true", "false", "1", "0", ""):
         raise InvalidInput(f"{name} must be true or false (got {value!r})", hint=f"e.g. ?{name}=true")
     return value in ("true", "1")
@@ -120,6 +121,10 @@ async def list_refs(request: Request) -> JSONResponse:
 
 
 async def sync_repo(request: Request) -> JSONResponse:
+    if not _bool(request, "wait", default=True):
+        # Long clones should not hold an HTTP request open: queue it for the scheduler instead.
+        repo = await asyncio.to_thread(_service(request).request_sync, actor_of(request), request.path_params["name"])
+        return JSONResponse({**render.repo_json(repo), "queued": True}, status_code=202)
     outcome = await asyncio.to_thread(_service(request).sync_repo, actor_of(request), request.path_params["name"])
     body = {**render.repo_json(outcome.repo), "ok": outcome.ok, "changed": outcome.changed, "error": outcome.error}
     return JSONResponse(body)

@@ -17,10 +17,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import pygit2
 from sqlalchemy import ColumnElement, Integer, bindparam, delete, exists, false, select, true
+from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -265,7 +266,8 @@ class RepoService:
     def _mirror_path(self, name: str) -> Path:
         return self.mirror_root / f"{name}.git"
 
-    def _to_repo(self, row: RepoRow) -> Repo:
+    def _to_repo(self, row: RepoRow | Row[Any]) -> Repo:
+        """The Repo of an ORM row or of a Core row of the repos table (same attribute names)."""
         return Repo(
             id=row.id,
             name=row.name,
@@ -314,7 +316,7 @@ class RepoService:
             row = connection.execute(_GET_STATEMENTS[_scope(actor)], {"name": name, "user_id": actor.user_id}).first()
         if row is None:
             raise NotFound(f"repository {name!r} not found", hint=NOT_FOUND_HINT)
-        return self._to_repo(row)  # type: ignore[arg-type]  # a Row has the same attributes as a RepoRow
+        return self._to_repo(row)
 
     def readable(self, actor: Actor) -> list[Repo]:
         """Every repository the actor may read, by name."""
@@ -766,19 +768,24 @@ class RepoService:
         with self._sync_lock(name):
             return self._sync(repo, on_progress)
 
+    def request_sync(self, actor: Actor, name: str) -> Repo:
+        """Make `name` due now: the background scheduler syncs it within a tick (for long clones)."""
+        self._require_admin(actor)
+        repo = self.get(actor, name)
+        with self.db.session() as session:
+            row = session.get(RepoRow, repo.id)
+            if row is not None:
+                row.next_sync_at = utcnow()
+        return repo
+
     def _credentials(self, repo: Repo, row_env: str | None) -> Credentials | None:
         if row_env:
             secret = os.environ.get(row_env)
             if not secret:
-                raise git.GitCommandError(
-                    f"environment variable {row_env} (credentialsEnv) is not set",
-                )
+                raise git.GitCommandError(f"environment variable {row_env} (credentialsEnv) is not set")
             return Credentials(secret)
         secret = self._secrets.get(repo.name)
         return Credentials(secret) if secret else None
-
-    def _fetch_url(self, repo: Repo) -> str:
-        return repo.clone_url
 
     def _sync(self, repo: Repo, on_progress: Callable[[str, int], None] | None) -> SyncOutcome:
         started = time.monotonic()
@@ -795,9 +802,9 @@ class RepoService:
         try:
             credentials = self._credentials(repo, credentials_env)
             if first:
-                clone_mirror(self._fetch_url(repo), mirror, credentials=credentials, on_progress=on_progress)
+                clone_mirror(repo.clone_url, mirror, credentials=credentials, on_progress=on_progress)
             else:
-                fetch_mirror(self._fetch_url(repo), mirror, credentials=credentials)
+                fetch_mirror(repo.clone_url, mirror, credentials=credentials)
             branch = self._fix_head(mirror)
         except (git.GitCommandError, OSError, pygit2.GitError) as exc:
             message = getattr(exc, "message", None) or str(exc)

@@ -229,3 +229,9 @@ class TestAnonymousPolicy:
         response = client.get(ME)
         assert response.status_code == 401  # the route itself needs a user
         assert client.get("/.api/users").status_code == 401
+
+
+def test_unknown_paths_are_404_for_anonymous_callers_too(client: TestClient) -> None:
+    assert client.get("/no/such/page", follow_redirects=False).status_code == 404
+    assert client.get("/.api/no-such-route").status_code == 404
+    assert client.get("/settings/tokens", follow_redirects=False).status_code == 302

@@ -6,11 +6,15 @@ import csv
 import io
 
 import pytest
+from sqlalchemy import func, select
 from starlette.testclient import TestClient
 
 from codewell.accounts.service import AccountService
-from codewell.analytics.events import UsageEvent
+from codewell.analytics.events import UsageEvent, UsageRecorder, record_usage
+from codewell.analytics.models import UsageEventRow
 from codewell.core.actors import INTERNAL
+from codewell.runtime import Runtime
+from codewell.web.app import create_app
 from tests.factories import make_token, make_user
 from tests.functional.analytics.conftest import INSTANCE, Instance, analytics_token, at, record
 
@@ -258,3 +262,13 @@ def test_analytics_tokens_reach_nothing_but_the_analytics_api(client: TestClient
 def test_instance_access_tokens_of_site_admins_work_too(client: TestClient, instance: Instance) -> None:
     token = make_token(instance.runtime, instance.admin)
     assert get(client, instance, REGISTRY, token=token).status_code == 200
+
+
+def test_a_stopping_server_writes_buffered_events(runtime: Runtime) -> None:
+    """The serve lifespan flushes the recorder when its background loops stop (no Runtime.close needed)."""
+    recorder = runtime.get(UsageRecorder)
+    with TestClient(create_app(runtime, background=True)):
+        recorder._stop.set()  # keep the writer thread from flushing: only the shutdown flush may write
+        record_usage(runtime, UsageEvent(3, "web", "search"))
+    with runtime.db.session() as session:
+        assert session.scalar(select(func.count()).select_from(UsageEventRow)) == 1

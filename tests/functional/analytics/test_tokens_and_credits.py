@@ -40,7 +40,8 @@ def test_token_rest_api_follows_the_older_shape(client: TestClient, instance: In
     assert created.status_code == 201
     body = created.json()
     assert set(body) == {"id", "displayName", "secret", "createdAt", "expiresAt"}
-    assert body["displayName"] == "BI export" and body["secret"].startswith("cwa_")
+    assert body["displayName"] == "BI export"
+    assert body["secret"].startswith("cwa_")
     assert datetime.fromisoformat(body["expiresAt"]) == expires
     # The new token works, and its listing never shows the secret.
     assert (
@@ -51,7 +52,9 @@ def test_token_rest_api_follows_the_older_shape(client: TestClient, instance: In
     )
     listed = client.get(TOKENS, headers=headers).json()["tokens"]
     mine = [t for t in listed if t["id"] == body["id"]]
-    assert mine and mine[0]["isExpired"] is False and "secret" not in mine[0]
+    assert mine
+    assert mine[0]["isExpired"] is False
+    assert "secret" not in mine[0]
     assert {"id", "displayName", "createdAt", "expiresAt", "isExpired"} <= set(mine[0])
     assert client.delete(f"{TOKENS}/{body['id']}", headers=headers).status_code == 204
     revoked = client.get(
@@ -76,7 +79,8 @@ def test_bad_token_requests_are_refused(client: TestClient, instance: Instance) 
     headers = instance_token_headers(instance)
     assert client.post(TOKENS, json={"displayName": ""}, headers=headers).status_code == 400
     past = client.post(TOKENS, json={"displayName": "x", "expiresAt": "2020-01-01T00:00:00Z"}, headers=headers)
-    assert past.status_code == 400 and "expiresAt" in past.json()["error"]["message"]
+    assert past.status_code == 400
+    assert "expiresAt" in past.json()["error"]["message"]
     # An analytics token can read but not mint or list tokens: revoking it must end the access it grants.
     minted = client.post(TOKENS, json={"displayName": "child"}, headers=instance.bearer())
     assert minted.status_code == 403
@@ -110,7 +114,8 @@ def test_token_page_creates_shows_metadata_and_revokes(client: TestClient, insta
     secret = re.search(r'data-testid="new-token">(cwa_[0-9a-f]{40})<', created.text)
     assert secret is not None
     page = client.get("/analytics/tokens")
-    assert "Looker" in page.text and secret.group(1) not in page.text
+    assert "Looker" in page.text
+    assert secret.group(1) not in page.text
     token_id = re.search(r'data-token-id="(\d+)"', page.text)
     assert token_id is not None
     revoked = client.post(
@@ -148,7 +153,9 @@ def test_credits_are_allocated_listed_and_filtered_by_active_period(client: Test
     everything = buckets()
     assert [b["allocation"] for b in everything] == [50, 100]
     active = everything[1]
-    assert active["consumed"] == 35 and active["remaining"] == 65 and active["active"] is True
+    assert active["consumed"] == 35
+    assert active["remaining"] == 65
+    assert active["active"] is True
     assert active["consumptionByFeature"] == {"code_finder": 5, "deepsearch": 30}
     assert active["activePeriod"] == {"startDate": current["startDate"], "endDate": current["endDate"]}
     assert [b["allocation"] for b in buckets(startDate="2025-01-31")] == [50, 100]
@@ -175,7 +182,8 @@ def test_consumption_spills_over_and_stops_at_zero(client: TestClient, instance:
     with pytest.raises(QuotaExceeded):
         credits.consume(INTERNAL, "code_finder", 1)
     by_id = {b.id: b for b in credits.list_buckets(INTERNAL)}
-    assert by_id[soon.id].remaining == 0 and by_id[later.id].remaining == 0
+    assert by_id[soon.id].remaining == 0
+    assert by_id[later.id].remaining == 0
     assert by_id[later.id].consumption_by_feature == {"deepsearch": 5, "code_finder": 5}
 
 
@@ -187,6 +195,8 @@ def test_credits_page_is_for_site_admins(client: TestClient, instance: Instance)
         data={"amount": "500", "startDate": str(today), "endDate": str(today), "note": "trial", "csrf_token": csrf},
     )
     assert response.status_code == 201
-    assert "Allocated 500 credits" in response.text and "trial" in response.text
+    assert "Allocated 500 credits" in response.text
+    assert "trial" in response.text
     bad = client.post("/analytics/credits", data={"amount": "x", "startDate": "", "endDate": "", "csrf_token": csrf})
-    assert bad.status_code == 400 and "amount" in bad.text
+    assert bad.status_code == 400
+    assert "amount" in bad.text

@@ -63,3 +63,11 @@ def test_headers_are_ignored_when_no_http_header_provider_is_configured(runtime:
     response = client.get("/settings/tokens", headers={"X-Forwarded-User": "root"}, follow_redirects=False)
     assert response.status_code == 302
     assert response.headers["location"].startswith("/sign-in")
+
+
+def test_overlong_usernames_are_refused(runtime: Runtime, client: TestClient) -> None:
+    configure(runtime, PROXY)
+    status, page = whoami(client, {"X-Forwarded-User": "x" * 300})
+    assert status == 400
+    assert "longer than 255 characters" in page
+    assert runtime.get(AccountService).count_users() == 0

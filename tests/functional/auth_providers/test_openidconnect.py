@@ -102,6 +102,8 @@ def test_wrong_issuer_in_the_config_is_refused(runtime: Runtime, client: TestCli
     response = client.get(f"/.auth/openidconnect/login?pc={provider.id}", follow_redirects=False)
     assert response.status_code == 503
     assert "names a different issuer" in response.text
+    reasons = [e.reason for e in runtime.get(AuditService).list(INTERNAL, entity="auth.signIn", action="failed")]
+    assert any("names a different issuer" in r for r in reasons)
 
 
 def test_callback_with_a_foreign_iss_parameter_is_refused(

@@ -65,3 +65,18 @@ def sign_in_page_after_sign_out(client: TestClient) -> str:
     token = client.cookies.get("cw_csrf")
     response = client.post("/sign-out", data={"csrf_token": token}, follow_redirects=False)
     return response.headers["location"]
+
+
+def test_hidden_providers_still_sign_in_and_no_sign_in_providers_never_do(runtime: Runtime, client: TestClient) -> None:
+    with FakeCodeHost() as host:
+        host.add(HostUser(2, "quiet", emails=[("q@x.example", True)]))
+        host.signed_in = "quiet"
+        entry = {"url": host.url, "clientID": host.client_id, "clientSecret": host.client_secret, "allowSignup": True}
+        hidden, identity_only = configure(
+            runtime, {"type": "github", **entry, "hidden": True}, {"type": "gitlab", **entry, "noSignIn": True}
+        )
+        assert "provider-github" not in client.get("/sign-in").text
+        assert sign_in(client, hidden).status_code == 303
+        refused = client.get(f"/.auth/gitlab/login?pc={identity_only.id}", follow_redirects=False)
+        assert refused.status_code == 403
+        assert "not a sign-in method here (noSignIn)" in refused.text

@@ -22,20 +22,24 @@ WEB_GO = 'package web\n\nimport "context"\n\nfunc Run() { _ = context.TODO() }\n
 SECRET_GO = 'package secret\n\nimport "context"\n\nvar c = context.TODO()\n'
 
 
+def add_repo(runtime: Runtime, tmp_path: Path, name: str, files: dict[str, str], *, private: bool = False) -> None:
+    path = make_repo(tmp_path / "src" / name.replace("/", "-"), files)
+    runtime.get(SearchService).index(register_local_repo(runtime, path, name, private=private))
+
+
 @pytest.fixture
-def repos(runtime: Runtime, tmp_path: Path) -> dict[str, str]:
-    """Three indexed repositories: two public, one private (names → owners)."""
-    specs = {
-        "acme/api": ({"api.go": API_GO, "README.md": "# API\n\nline two\nline three\n"}, False),
-        "other/web": ({"web.go": WEB_GO}, False),
-        "acme/secret": ({"secret.go": SECRET_GO}, True),
-    }
-    search = runtime.get(SearchService)
-    for name, (files, private) in specs.items():
-        path = make_repo(tmp_path / "src" / name.replace("/", "-"), files)
-        repo = register_local_repo(runtime, path, name, private=private)
-        search.index(repo)
-    return {name: name.split("/")[0] for name in specs}
+def api_repo(runtime: Runtime, tmp_path: Path) -> str:
+    """One indexed public repository, acme/api."""
+    add_repo(runtime, tmp_path, "acme/api", {"api.go": API_GO, "README.md": "# API\n\nline two\nline three\n"})
+    return "acme/api"
+
+
+@pytest.fixture
+def repos(runtime: Runtime, tmp_path: Path, api_repo: str) -> list[str]:
+    """Three indexed repositories: acme/api and other/web (public), acme/secret (private)."""
+    add_repo(runtime, tmp_path, "other/web", {"web.go": WEB_GO})
+    add_repo(runtime, tmp_path, "acme/secret", {"secret.go": SECRET_GO}, private=True)
+    return [api_repo, "other/web", "acme/secret"]
 
 
 @pytest.fixture
@@ -63,14 +67,14 @@ return {owners = owners, matchCount = info.matchCount, limitHit = info.limitHit}
 """
 
 
-def test_search_results_grouped_by_owner(evaluator: EvaluatorService, repos: dict[str, str]) -> None:
+def test_search_results_grouped_by_owner(evaluator: EvaluatorService, repos: list[str]) -> None:
     result = evaluator.run(INTERNAL, COUNT_BY_OWNER)
     assert result.ok, result.error
     assert result.value == {"owners": {"acme": 2, "other": 2}, "matchCount": 4, "limitHit": False}
     assert result.search_calls == 1
 
 
-def test_search_file_fields(evaluator: EvaluatorService, repos: dict[str, str], runtime: Runtime) -> None:
+def test_search_file_fields(evaluator: EvaluatorService, api_repo: str, runtime: Runtime) -> None:
     script = """
     local files = search("repo:^acme/api$ context.TODO")
     local f = files[1]
@@ -92,7 +96,7 @@ def test_search_file_fields(evaluator: EvaluatorService, repos: dict[str, str], 
 
 
 def test_search_sees_only_what_the_caller_may_read(
-    evaluator: EvaluatorService, repos: dict[str, str], runtime: Runtime, outsider: Actor
+    evaluator: EvaluatorService, repos: list[str], runtime: Runtime, outsider: Actor
 ) -> None:
     assert evaluator.run(INTERNAL, COUNT_BY_OWNER).value["owners"] == {"acme": 2, "other": 2}
     for actor in (ANONYMOUS, outsider):
@@ -105,7 +109,7 @@ def test_search_sees_only_what_the_caller_may_read(
     assert evaluator.run(outsider, COUNT_BY_OWNER).value["owners"] == {"acme": 2, "other": 2}
 
 
-def test_read_file_returns_content_and_lines(evaluator: EvaluatorService, repos: dict[str, str]) -> None:
+def test_read_file_returns_content_and_lines(evaluator: EvaluatorService, api_repo: str) -> None:
     script = """
     local whole = read_file("acme/api", "README.md")
     local part = read_file("acme/api", "README.md", 3, 4)
@@ -125,9 +129,7 @@ def test_read_file_returns_content_and_lines(evaluator: EvaluatorService, repos:
     assert result.read_file_calls == 2
 
 
-def test_private_repository_reads_as_not_found(
-    evaluator: EvaluatorService, repos: dict[str, str], outsider: Actor
-) -> None:
+def test_private_repository_reads_as_not_found(evaluator: EvaluatorService, repos: list[str], outsider: Actor) -> None:
     script = 'local ok, err = pcall(read_file, "%s", "secret.go") return err'
     hidden = evaluator.run(outsider, script % "acme/secret").value
     missing = evaluator.run(outsider, script % "acme/nothing").value
@@ -137,7 +139,7 @@ def test_private_repository_reads_as_not_found(
     assert evaluator.run(INTERNAL, 'return read_file("acme/secret", "secret.go").content').value == SECRET_GO
 
 
-def test_service_errors_are_catchable_with_messages(evaluator: EvaluatorService, repos: dict[str, str]) -> None:
+def test_service_errors_are_catchable_with_messages(evaluator: EvaluatorService, api_repo: str) -> None:
     result = evaluator.run(INTERNAL, 'local ok, err = pcall(read_file, "acme/api", "nope.txt") return {ok, err}')
     assert result.ok
     ok, message = result.value
@@ -149,7 +151,7 @@ def test_service_errors_are_catchable_with_messages(evaluator: EvaluatorService,
     assert "startLine 99 is past the end of the file (4 lines)" in uncaught.error.message
 
 
-def test_bad_search_query_is_a_clear_error(evaluator: EvaluatorService, repos: dict[str, str]) -> None:
+def test_bad_search_query_is_a_clear_error(evaluator: EvaluatorService) -> None:
     result = evaluator.run(INTERNAL, 'local files = search("lang:klingon foo")\nreturn #files')
     assert result.error is not None
     assert result.error.kind == "runtime_error"
@@ -157,7 +159,7 @@ def test_bad_search_query_is_a_clear_error(evaluator: EvaluatorService, repos: d
     assert result.error.message.startswith("search: unknown language lang:klingon")
 
 
-def test_search_call_limit_cannot_be_caught(evaluator: EvaluatorService, repos: dict[str, str]) -> None:
+def test_search_call_limit_cannot_be_caught(evaluator: EvaluatorService, api_repo: str) -> None:
     script = "local n = 0 for i = 1, 10 do if pcall(search, 'context') then n = n + 1 end end return n"
     result = evaluator.run(INTERNAL, script)
     assert result.error is not None
@@ -167,7 +169,7 @@ def test_search_call_limit_cannot_be_caught(evaluator: EvaluatorService, repos: 
     assert result.worker_recycled
 
 
-def test_read_file_call_limit(evaluator: EvaluatorService, repos: dict[str, str]) -> None:
+def test_read_file_call_limit(evaluator: EvaluatorService, api_repo: str) -> None:
     script = "for i = 1, 10 do read_file('acme/api', 'api.go') end return 'done'"
     result = evaluator.run(INTERNAL, script)
     assert result.error is not None
@@ -175,7 +177,7 @@ def test_read_file_call_limit(evaluator: EvaluatorService, repos: dict[str, str]
     assert result.error.message == "the script called read_file more than 5 times"
 
 
-def test_bytes_returned_to_the_script_are_limited(runtime: Runtime, repos: dict[str, str]) -> None:
+def test_bytes_returned_to_the_script_are_limited(runtime: Runtime, api_repo: str) -> None:
     limits = EvaluatorLimits(max_call_bytes=1000, sandbox=SandboxLimits())
     service = EvaluatorService(runtime, limits=limits, pool_size=1)
     try:

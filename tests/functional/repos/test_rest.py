@@ -6,6 +6,7 @@ from pathlib import Path
 
 from starlette.testclient import TestClient
 
+from codewell.repos.service import RepoService
 from codewell.runtime import Runtime
 from tests.factories import auth_headers, make_token, make_user, set_site_config
 from tests.gitfixtures import register_local_repo
@@ -87,6 +88,11 @@ def test_sync_add_and_remove_need_a_site_admin(client: TestClient, runtime: Runt
     assert synced["changed"] is False
     assert synced["syncState"] == "ready"
     assert 'codewell_repo_syncs_total{result="unchanged"}' in client.get("/metrics", headers=admin).text
+    queued = client.post("/.api/repos/local/sample/-/sync?wait=false", headers=admin)
+    assert queued.status_code == 202
+    assert queued.json()["queued"] is True
+    assert "local/sample" in runtime.get(RepoService).due_repos()
+    assert client.post("/.api/repos/local/sample/-/sync?wait=false", headers=bob).status_code == 403
     added = client.post("/.api/repos", json={"url": "https://example.com/org/a.git", "private": True}, headers=admin)
     assert added.status_code == 201
     assert added.json()["name"] == "example.com/org/a"

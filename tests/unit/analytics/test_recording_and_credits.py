@@ -149,5 +149,6 @@ def test_concurrent_consumers_never_overdraw(runtime: Runtime) -> None:
     assert consumed == sum(granted)
     assert all(0 <= b.consumed <= b.amount for b in buckets)
     # 57 credits in 2-credit requests: 28 granted (56 credits), the rest refused, none lost.
-    assert len(granted) == 28 and len(refused) == 32
+    assert len(granted) == 28
+    assert len(refused) == 32
     assert sum(b.consumption_by_feature.get("deepsearch", 0) for b in buckets) == consumed

@@ -48,7 +48,7 @@ def test_dates_are_strict_and_ordered() -> None:
     for bad in ("2026-02-30", "2026-1-1", "20260101", "2026-01-01T00:00", " 2026-01-01"):
         with pytest.raises(InvalidInput, match="startDate"):
             parse_range(bad, None)
-    with pytest.raises(InvalidInput, match="startDate .* is after endDate"):
+    with pytest.raises(InvalidInput, match=r"startDate .* is after endDate"):
         parse_range("2026-02-01", "2026-01-31")
 
 

@@ -270,3 +270,40 @@ def test_incremental_indexing_follows_pushes_force_pushes_and_deletions(
         service.commit_search(INTERNAL, ["example.com/alpha"], revisions=["v1.0"])
     stats = service.index_repo(runtime.get(HistoryService).repos.get(INTERNAL, "example.com/alpha"))
     assert (stats.new_commits, stats.refs_updated, stats.refs_removed) == (0, 0, 0)
+
+
+def test_message_terms_are_substrings_whether_or_not_the_word_index_is_used(
+    runtime: Runtime, world: dict[str, RepoBuilder]
+) -> None:
+    service = svc(runtime)
+
+    def subjects(term: str) -> list[str]:
+        return [c.subject for c in service.commit_search(INTERNAL, ALL, message_terms=[term]).commits]
+
+    assert subjects("parser cra") == ["Fix parser crash"]  # spans two words, partial last word
+    assert subjects("arse") == ["Fix parser crash"]  # inside a word
+    assert subjects("ix p") == ["Fix parser crash"]  # tokens too short for the index: scanned
+    assert subjects("last byte.") == ["Fix parser crash"]  # in the body, with punctuation
+    assert subjects("100%_literal") == []  # LIKE wildcards are escaped
+
+
+def test_removing_a_repository_drops_its_history(runtime: Runtime, world: dict[str, RepoBuilder]) -> None:
+    from sqlalchemy import func, select
+
+    from codewell.history.models import HistoryCommit, HistoryWordCommit
+    from codewell.repos.service import RepoService
+
+    def counts() -> tuple[int, int]:
+        with runtime.db.session() as session:
+            return (
+                session.scalar(select(func.count()).select_from(HistoryCommit)) or 0,
+                session.scalar(select(func.count()).select_from(HistoryWordCommit)) or 0,
+            )
+
+    commits_before, postings_before = counts()
+    runtime.get(RepoService).remove_repo(INTERNAL, "example.com/alpha")
+    commits_after, postings_after = counts()
+    assert commits_after == commits_before - 4
+    assert 0 < postings_after < postings_before
+    with pytest.raises(NotFound):
+        svc(runtime).commit_search(INTERNAL, ["example.com/alpha"])

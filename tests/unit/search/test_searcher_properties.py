@@ -88,14 +88,14 @@ def _has_negation_only_match(node: Node) -> bool:
     return not isinstance(node, Pattern)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(corpus, tree, st.booleans())
 def test_searcher_equals_brute_force(docs: list[str], node: Node, case_sensitive: bool) -> None:
     got, want = run(docs, node, case_sensitive)
     assert got == want
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(corpus, literal, st.integers(min_value=1, max_value=5))
 def test_limit_returns_a_prefix(docs: list[str], needle: str, limit: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:

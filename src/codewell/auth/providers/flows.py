@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 FLOW_COOKIE = "cw_auth_flow"
 FLOW_LIFETIME = timedelta(minutes=10)
+MAX_RETURN_TO = 2000  # the column size
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,8 @@ class AuthFlows:
 
     def begin(self, provider_id: str, return_to: str, browser_token: str, *, pkce: bool = True) -> Flow:
         """Record a new flow; returns its fresh state, nonce and (with `pkce`) code verifier."""
+        if len(return_to) > MAX_RETURN_TO:
+            return_to = "/"  # an absurdly long returnTo is not worth failing the sign-in for
         flow = Flow(
             state=secrets.token_urlsafe(32),
             provider_id=provider_id,

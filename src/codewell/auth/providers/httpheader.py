@@ -17,13 +17,14 @@ from codewell.auth.providers.service import ExternalSignIn
 from codewell.auth.sessions import SESSION_COOKIE
 from codewell.config.providers import HTTPHeaderProvider
 from codewell.core.actors import Actor
-from codewell.core.errors import Unauthenticated
+from codewell.core.errors import InvalidInput, Unauthenticated
 
 if TYPE_CHECKING:
     from codewell.auth.service import AuthService, ClientInfo
     from codewell.runtime import Runtime
 
 SERVICE_ID = "http-header"
+MAX_HEADER_USERNAME = 255
 
 
 def account_from_headers(provider: HTTPHeaderProvider, headers: dict[str, str]) -> ExternalAccount | None:
@@ -33,6 +34,8 @@ def account_from_headers(provider: HTTPHeaderProvider, headers: dict[str, str]) 
         raw = raw.removeprefix(provider.strip_username_header_prefix)
     if not raw:
         return None
+    if len(raw) > MAX_HEADER_USERNAME:
+        raise InvalidInput(f"The {provider.username_header} header is longer than {MAX_HEADER_USERNAME} characters.")
     email = headers.get(provider.email_header.lower(), "").strip() if provider.email_header else ""
     return ExternalAccount(
         kind="http-header",

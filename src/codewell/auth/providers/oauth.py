@@ -108,4 +108,3 @@ class CodeHostClient(ABC, Generic[P]):
 
 def _short(exc: BaseException) -> str:
     return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-

@@ -61,8 +61,9 @@ R = TypeVar("R")
 
 
 def _reaps_temp_files(fn: Callable[P, R]) -> Callable[P, R]:
-    """pysaml2 leaves NamedTemporaryFile objects (key and XML files for xmlsec1) to the garbage collector;
-    collect them right away, without their ResourceWarnings, so no file handle outlives the request."""
+    """pysaml2 leaves NamedTemporaryFile objects (certificates written for xmlsec1) in reference cycles when
+    it raises (exception ↔ frame). On a refusal, drop the original exception and collect those cycles at
+    once, without their ResourceWarnings, so no file handle outlives the request."""
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -70,8 +71,11 @@ def _reaps_temp_files(fn: Callable[P, R]) -> Callable[P, R]:
             warnings.simplefilter("ignore", ResourceWarning)
             try:
                 return fn(*args, **kwargs)
-            finally:
-                gc.collect()
+            except CodewellError as exc:
+                # A fresh copy carries no traceback, so nothing keeps pysaml2's frames alive.
+                error = type(exc)(exc.message, hint=exc.hint)
+            gc.collect()
+        raise error
 
     return wrapper
 
@@ -181,6 +185,7 @@ class SAMLClient:
     def finish(self, saml_response: str, flow: Flow) -> ExternalAccount:
         """The account of a verified Response to this flow's request; AssertionRefused otherwise."""
         client = self.client()
+        failure = ""
         try:
             response = client.parse_authn_request_response(
                 saml_response, BINDING_HTTP_POST, outstanding={request_id(flow): flow.return_to}
@@ -188,10 +193,12 @@ class SAMLClient:
         except CodewellError:
             raise
         except Exception as exc:  # pysaml2 signals every refusal with its own exception types
+            failure = f"{type(exc).__name__}: {str(exc)[:160]}"
+        if failure:
             raise AssertionRefused(
-                f"The SAML response was refused ({type(exc).__name__}: {str(exc)[:160]}).",
+                f"The SAML response was refused ({failure}).",
                 hint="sign in again; if it keeps failing, ask a site admin to check the SAML configuration",
-            ) from None
+            )
         if response is None or response.assertion is None:
             raise AssertionRefused("The SAML response carries no assertion.")
         if not self.provider.insecure_skip_assertion_signature_validation and not _assertion_signed(response):

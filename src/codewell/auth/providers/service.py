@@ -127,6 +127,13 @@ class ExternalSignIn:
     def begin(self, kind: str, provider_id: str, return_to: str, browser_token: str, client: ClientInfo) -> str:
         """The provider URL to send the browser to (a new single-use flow is recorded)."""
         provider = self._provider(kind, provider_id, client)
+        try:
+            return self._redirect(provider, return_to, browser_token)
+        except CodewellError as exc:
+            self.refuse(kind, exc.message, client)
+            raise
+
+    def _redirect(self, provider: Provider, return_to: str, browser_token: str) -> str:
         if provider.no_sign_in:
             raise PermissionDenied(f"{provider.label} is not a sign-in method here (noSignIn).")
         if isinstance(provider, SAMLProvider):

@@ -37,6 +37,7 @@ _PART_SHIFT = 16  # the first byte of the trigram chooses the partition (keeps k
 # Posting lists with at most this many documents are stored as raw uint32 arrays (cheaper than a bitmap).
 _RAW_MAX = 8
 _BATCH_BYTES = 8 << 20
+_BATCH_DOCS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,7 +241,7 @@ def _split_docs(starts: np.ndarray, workers: int) -> list[tuple[int, int]]:
 
 
 def trigram_keys(shard_dir: str, doc_lo: int, doc_hi: int, out_prefix: str) -> None:
-    """Write sorted unique `trigram << 32 | doc` keys of documents [doc_lo, doc_hi) into partition files.
+    """Write unique `trigram << 32 | doc` keys of documents [doc_lo, doc_hi) into partition files.
 
     Runs in a worker process; trigrams are ASCII case-folded and never span two documents.
     """
@@ -254,7 +255,8 @@ def trigram_keys(shard_dir: str, doc_lo: int, doc_hi: int, out_prefix: str) -> N
         lo = doc_lo
         while lo < doc_hi:
             hi = int(np.searchsorted(starts, starts[lo] + _BATCH_BYTES, side="right")) - 1
-            hi = min(max(hi, lo + 1), doc_hi)
+            # At most 256 documents per batch: (local doc, trigram) then fits a uint32 sort key.
+            hi = min(max(hi, lo + 1), doc_hi, lo + _BATCH_DOCS)
             _batch_keys(content, starts, lo, hi, outs)
             lo = hi
     finally:
@@ -271,14 +273,18 @@ def _batch_keys(content: np.ndarray, starts: np.ndarray, lo: int, hi: int, outs:
     buf[upper] |= 32
     tri = (buf[:-2].astype(np.uint32) << 16) | (buf[1:-1].astype(np.uint32) << 8) | buf[2:].astype(np.uint32)
     lengths = np.diff(starts[lo : hi + 1]).astype(np.int64)
-    doc_of = np.repeat(np.arange(lo, hi, dtype=np.uint64), lengths)
-    valid = doc_of[:-2] == doc_of[2:]
-    keys = (tri[valid].astype(np.uint64) << np.uint64(32)) | doc_of[:-2][valid]
-    del tri, doc_of, valid, buf
-    keys = np.unique(keys)
-    part = (keys >> np.uint64(32 + _PART_SHIFT)).astype(np.int64)
-    bounds = np.searchsorted(part, np.arange(_PARTITIONS + 1))
-    for p in range(_PARTITIONS):
-        a, b = int(bounds[p]), int(bounds[p + 1])
-        if b > a:
-            outs[p].write(keys[a:b].tobytes())
+    local = np.repeat(np.arange(hi - lo, dtype=np.uint32), lengths)
+    valid = local[:-2] == local[2:]
+    # np.sort + neighbour compare: several times faster than np.unique on this size.
+    keys = np.sort((local[:-2][valid] << np.uint32(24)) | tri[valid])
+    del tri, local, valid, buf
+    if not len(keys):
+        return
+    keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]
+    tris = keys & np.uint32(0xFFFFFF)
+    part = (tris >> np.uint32(_PART_SHIFT)).astype(np.uint8)
+    order = np.argsort(part, kind="stable")
+    full = (tris[order].astype(np.uint64) << np.uint64(32)) | ((keys[order] >> np.uint32(24)).astype(np.uint64) + lo)
+    bounds = np.searchsorted(part[order], np.arange(_PARTITIONS + 1))
+    for p in np.flatnonzero(np.diff(bounds)).tolist():
+        outs[p].write(full[int(bounds[p]) : int(bounds[p + 1])].tobytes())
