@@ -307,9 +307,14 @@ def run_cases(runtime: Runtime, runs: int) -> dict[str, Any]:
         None,
     )
     case(
-        "commit_search author prolific (dev0001)",
+        "commit_search author extreme (dev0001, ~55% of all commits)",
         lambda: history.commit_search(INTERNAL, everything, authors=["dev0001@"]),
         git_each(mirrors, "log", "--all", "-i", "--author=dev0001@", "-n", "50", "--format=%H"),
+    )
+    case(
+        "commit_search author typical (dev0010, ~0.6%)",
+        lambda: history.commit_search(INTERNAL, everything, authors=["dev0010@"]),
+        git_each(mirrors, "log", "--all", "-i", "--author=dev0010@", "-n", "50", "--format=%H"),
     )
     case(
         "commit_search author rare (dev2999)",
@@ -324,9 +329,14 @@ def run_cases(runtime: Runtime, runs: int) -> dict[str, Any]:
         None,
     )
     case(
-        "get_contributor_repos prolific",
+        "get_contributor_repos extreme (dev0001)",
         lambda: history.contributor_repos(INTERNAL, ["dev0001@"]),
         git_each(mirrors, "log", "--all", "-i", "--author=dev0001@", "--format=%ct"),
+    )
+    case(
+        "get_contributor_repos typical (dev0010)",
+        lambda: history.contributor_repos(INTERNAL, ["dev0010@"]),
+        git_each(mirrors, "log", "--all", "-i", "--author=dev0010@", "--format=%ct"),
     )
     case(
         "get_contributor_repos 5 authors",

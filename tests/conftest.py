@@ -38,10 +38,11 @@ def _worker_database_url(worker_id: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def database_template(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[str]:
+def database_template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A migrated database: for SQLite a file copied per test, for PostgreSQL the worker's database."""
     if POSTGRES_URL:
-        url = _worker_database_url(worker_id)
+        # Also set without xdist (-p no:xdist) where the worker_id fixture does not exist.
+        url = _worker_database_url(os.environ.get("PYTEST_XDIST_WORKER", "master"))
         database = Database(url)
         database.upgrade()
         database.dispose()

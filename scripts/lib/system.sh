@@ -8,6 +8,8 @@ ensure_system_packages() {
   [ -x /usr/bin/chromium ] || missing+=(chromium)
   # SAML sign-in (pysaml2) signs and verifies XML with the xmlsec1 binary.
   command -v xmlsec1 >/dev/null || missing+=(xmlsec1)
+  # Real MCP clients and a real OpenID Provider come from the npm registry; the tests need them, never skip.
+  command -v npm >/dev/null || missing+=(nodejs npm)
   if [ ${#missing[@]} -gt 0 ]; then
     as_root apt-get update -qq
     DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${missing[@]}" >/dev/null
@@ -27,7 +29,6 @@ ensure_postgres() {
 # Real MCP clients for the MCP tests (MCP Inspector CLI, TypeScript SDK), pinned by tests/mcp_clients/package-lock.json.
 ensure_mcp_test_clients() {
   local dir="$(dirname "${BASH_SOURCE[0]}")/../../tests/mcp_clients"
-  command -v npm >/dev/null || { echo "npm missing: the MCP client tests will be skipped"; return 0; }
   if [ ! -d "$dir/node_modules/@modelcontextprotocol/inspector" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
   fi
@@ -36,7 +37,6 @@ ensure_mcp_test_clients() {
 # A real OpenID Provider (npm oidc-provider) for the OpenID Connect sign-in tests, pinned by tests/oidc/package-lock.json.
 ensure_oidc_test_provider() {
   local dir="$(dirname "${BASH_SOURCE[0]}")/../../tests/oidc"
-  command -v npm >/dev/null || { echo "npm missing: the OpenID Connect sign-in tests will be skipped"; return 0; }
   if [ ! -d "$dir/node_modules/oidc-provider" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
   fi

@@ -125,6 +125,8 @@ def update_user(request: Request, runtime: Runtime) -> Any:
     if "siteAdmin" in body:
         require_interactive(request)
         user = accounts.set_site_admin(actor, user.id, _field(body, "siteAdmin", bool))
+    if "username" in body:
+        user = accounts.set_username(actor, user.id, _field(body, "username", str, ""))
     if "displayName" in body:
         user = accounts.set_display_name(actor, user.id, _field(body, "displayName", str, ""))
     if "password" in body:

@@ -292,6 +292,21 @@ class AccountService:
         self._store_password(user_id, password)
         self.audit.record("accounts.user", "passwordReset", details={"userID": user_id})
 
+    def set_username(self, actor: Actor, user_id: int, username: str) -> User:
+        """Rename a user (self or admin); the new name must be valid and free (case-insensitively)."""
+        _require_self_or_admin(actor, user_id, "change a username")
+        validate_username(username)
+        with self.runtime.db.session() as session:
+            row = self._row(session, user_id)
+            old = row.username
+            if username.lower() != old.lower():
+                self._check_free(session, username, None)
+            row.username = username
+            row.updated_at = utcnow()
+            user = to_user(row)
+        self.audit.record("accounts.user", "renamed", actor=actor, details={"user": old, "newName": username})
+        return user
+
     def set_display_name(self, actor: Actor, user_id: int, display_name: str) -> User:
         _require_self_or_admin(actor, user_id, "change a display name")
         if len(display_name) > MAX_DISPLAY_NAME:

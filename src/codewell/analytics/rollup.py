@@ -123,9 +123,10 @@ def upsert_increments(
 
 
 def apply_rollup(session: Session, totals: Mapping[Key, Sequence[int]]) -> None:
-    """Add aggregated increments to `usage_daily` in the caller's transaction."""
+    """Add aggregated increments to `usage_daily` in the caller's transaction. Rows go in key order so that
+    two processes flushing overlapping days lock them in the same order (no deadlock on PostgreSQL)."""
     rows = [
         {"user_id": k[0], "day": k[1], "client": k[2], "language": k[3], **dict(zip(COUNTERS, v, strict=True))}
-        for k, v in totals.items()
+        for k, v in sorted(totals.items())
     ]
     upsert_increments(session, UsageDailyRow.__table__, rows, COUNTERS)  # type: ignore[arg-type]

@@ -68,10 +68,11 @@ def is_api_path(path: str) -> bool:
     return path.startswith(("/.api/", "/analytics/api/"))
 
 
-def _error_response(path: str, error: CodewellError) -> Response:
+def _error_response(path: str, error: CodewellError, challenge: str | None = None) -> Response:
+    headers = {"WWW-Authenticate": challenge} if challenge and error.http_status == 401 else None
     if is_api_path(path):
-        return JSONResponse(error_body(error), status_code=error.http_status)
-    return PlainTextResponse(error.message, status_code=error.http_status)
+        return JSONResponse(error_body(error), status_code=error.http_status, headers=headers)
+    return PlainTextResponse(error.message, status_code=error.http_status, headers=headers)
 
 
 class AuthenticationMiddleware:
@@ -100,7 +101,8 @@ class AuthenticationMiddleware:
         try:
             actor, session = await run_in_threadpool(self._resolve, auth, headers, client, path)
         except CodewellError as exc:
-            await _error_response(path, exc)(scope, receive, send)
+            challenge = auth.challenge_for(path)
+            await _error_response(path, exc, challenge)(scope, receive, send)
             return
         state = scope.setdefault("state", {})
         state["actor"] = actor

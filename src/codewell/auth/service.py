@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BearerResolver = Callable[[str], Actor | None]
+Challenger = Callable[[str], str | None]
 # (path, lower-cased headers, client) → the actor a trusted header names, or None (http-header provider).
 RequestResolver = Callable[[str, dict[str, str], "ClientInfo"], Actor | None]
 SESSION_LIFETIME = timedelta(days=7)
@@ -90,6 +91,7 @@ class AuthService:
         self._resolvers: list[BearerResolver] = []
         self._request_resolvers: list[RequestResolver] = []
         self._anonymous_paths: list[str] = list(DEFAULT_ANONYMOUS_PATHS)
+        self._challenges: list[Challenger] = []
         # Scope → path prefixes a credential holding that scope (but not user:all) may call.
         self._scope_paths: dict[str, list[str]] = {"mcp": ["/.api/mcp"]}
 
@@ -123,6 +125,20 @@ class AuthService:
             actor = resolver(path, headers, client)
             if actor is not None:
                 return actor
+        return None
+
+    def add_challenger(self, challenger: Challenger) -> None:
+        """Let `challenger(path)` supply the `WWW-Authenticate` value sent with a 401 for that path (the
+        MCP endpoints point OAuth clients at their protected resource metadata), or None for no challenge."""
+        with self._lock:
+            if challenger not in self._challenges:
+                self._challenges.append(challenger)
+
+    def challenge_for(self, path: str) -> str | None:
+        for challenger in list(self._challenges):
+            value = challenger(path)
+            if value:
+                return value
         return None
 
     def add_anonymous_path(self, prefix: str) -> None:

@@ -14,11 +14,12 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from itertools import islice
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Insert, delete, insert, literal, select, update
+from sqlalchemy import Insert, case, delete, insert, literal, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -26,6 +27,7 @@ from codewell.db import Database
 from codewell.history import gitlog
 from codewell.history.models import (
     HistoryAuthor,
+    HistoryAuthorRepo,
     HistoryCommit,
     HistoryCommitRef,
     HistoryRef,
@@ -180,8 +182,52 @@ class CommitIndexer:
                 }
                 for c in commits
             ]
-            self._insert_or_ignore(session, HistoryCommit, rows)
-            self._insert_words(session, repo_id, rows)
+            inserted = self._insert_new_commits(session, rows)
+            self._insert_words(session, {row.sha: row.id for row in inserted}, rows)
+            self._count_authors(session, repo_id, inserted)
+
+    def _insert_new_commits(self, session: Session, rows: list[dict[str, Any]]) -> list[Any]:
+        """Insert, skipping commits already indexed; returns (id, sha, author_id, committed_at) of the new ones."""
+        statement: Any
+        if session.get_bind().dialect.name == "postgresql":
+            statement = postgresql.insert(HistoryCommit).on_conflict_do_nothing()
+        else:
+            statement = sqlite.insert(HistoryCommit).on_conflict_do_nothing()
+        returning = statement.returning(
+            HistoryCommit.id, HistoryCommit.sha, HistoryCommit.author_id, HistoryCommit.committed_at
+        )
+        return list(session.execute(returning, rows))
+
+    def _count_authors(self, session: Session, repo_id: int, inserted: list[Any]) -> None:
+        """Add the new commits to the per (author, repository) counts (only rows really inserted count)."""
+        stats: dict[int, tuple[int, datetime]] = {}
+        for row in inserted:
+            count, last = stats.get(row.author_id, (0, row.committed_at))
+            stats[row.author_id] = (count + 1, max(last, row.committed_at))
+        if not stats:
+            return
+        table = HistoryAuthorRepo.__table__
+        values = [
+            {"author_id": a, "repo_id": repo_id, "commit_count": n, "last_commit_at": last}
+            for a, (n, last) in stats.items()
+        ]
+        statement: Any
+        if session.get_bind().dialect.name == "postgresql":
+            statement = postgresql.insert(HistoryAuthorRepo)
+        else:
+            statement = sqlite.insert(HistoryAuthorRepo)
+        excluded = statement.excluded
+        statement = statement.on_conflict_do_update(
+            index_elements=["author_id", "repo_id"],
+            set_={
+                "commit_count": table.c.commit_count + excluded.commit_count,
+                "last_commit_at": case(
+                    (excluded.last_commit_at > table.c.last_commit_at, excluded.last_commit_at),
+                    else_=table.c.last_commit_at,
+                ),
+            },
+        )
+        session.execute(statement, values)
 
     def _word_ids(self, session: Session, words: set[str]) -> dict[str, int]:
         if len(self._words) > _WORD_CACHE_MAX:
@@ -196,14 +242,8 @@ class CommitIndexer:
                     self._words[word] = word_id
         return {w: self._words[w] for w in words}
 
-    def _insert_words(self, session: Session, repo_id: int, rows: list[dict[str, Any]]) -> None:
-        """Postings (word, commit) for the messages of freshly inserted commits."""
-        ids: dict[str, int] = {}
-        for chunk in batched([row["sha"] for row in rows], 500):
-            query = select(HistoryCommit.sha, HistoryCommit.id).where(
-                HistoryCommit.repo_id == repo_id, HistoryCommit.sha.in_(chunk)
-            )
-            ids.update((sha, commit_id) for sha, commit_id in session.execute(query))
+    def _insert_words(self, session: Session, ids: dict[str, int], rows: list[dict[str, Any]]) -> None:
+        """Postings (word, commit) for the messages of the commits just inserted (`ids`: sha -> commit id)."""
         words_of = {ids[row["sha"]]: message_words(row["search_text"]) for row in rows if row["sha"] in ids}
         vocabulary = self._word_ids(session, set().union(*words_of.values()) if words_of else set())
         postings = [

@@ -101,3 +101,17 @@ class HistoryWordCommit(Base):
 
     word_id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=False)
     commit_id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=False)
+
+
+class HistoryAuthorRepo(Base):
+    """Per (author, repository): how many commits and the latest commit date, kept up to date by the indexer.
+
+    get_contributor_repos aggregates these few rows instead of every commit of a prolific author.
+    """
+
+    __tablename__ = "history_author_repos"
+
+    author_id: Mapped[int] = mapped_column(ForeignKey("history_authors.id"), primary_key=True)
+    repo_id: Mapped[int] = mapped_column(ForeignKey("repos.id", ondelete="CASCADE"), primary_key=True)
+    commit_count: Mapped[int] = mapped_column(Integer)
+    last_commit_at: Mapped[datetime] = mapped_column(UTCDateTime)

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 import pygit2
@@ -34,6 +35,7 @@ from codewell.history.dates import parse_range
 from codewell.history.indexer import CommitIndexer, IndexStats
 from codewell.history.models import (
     HistoryAuthor,
+    HistoryAuthorRepo,
     HistoryCommit,
     HistoryCommitRef,
     HistoryRef,
@@ -60,6 +62,8 @@ _SHA = re.compile(r"^[0-9a-fA-F]{4,40}$")
 WORD_TOKEN = re.compile(r"[a-z0-9_]+")
 # A message token with fewer postings than this is looked up in the word index instead of scanned for.
 RARE_POSTINGS = 5000
+# Authors with more indexed commits than this are found by the newest-first scan, not the author index.
+COMMON_AUTHOR_COMMITS = 20000
 
 
 # ---- results -------------------------------------------------------------------------------------------
@@ -132,11 +136,21 @@ class ContributorRepo:
 # ---- query plan ----------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class RepoRef:
+    """The few facts about a readable repository a history query needs."""
+
+    id: int
+    name: str
+    default_branch: str | None
+    mirror_path: Path
+
+
 @dataclass(slots=True)
 class _Scope:
-    """The repositories a query covers: the rows' filter and the Repo objects by id."""
+    """The repositories a query covers: the rows' filter and the repositories by id."""
 
-    repos: dict[int, Repo]
+    repos: dict[int, RepoRef]
     unknown: list[str]
     everything: bool  # no repo_id filter needed (the actor reads all and asked for all)
 
@@ -207,7 +221,7 @@ class HistoryService:
     def _scope(self, actor: Actor, names: Sequence[str] | None, *, required: bool = True) -> _Scope:
         """Resolve `repos` entries (names or /regex/) among the repositories the actor may read."""
         entries = _terms(names, "repos")
-        readable = {repo.id: repo for repo in self.repos.readable(actor)}
+        readable = self._readable(actor)
         if not entries:
             if required:
                 raise InvalidInput(
@@ -217,7 +231,7 @@ class HistoryService:
             return _Scope(readable, [], actor.site_admin or actor.is_internal)
         by_name = {repo.name: repo for repo in readable.values()}
         by_lower = {name.lower(): repo for name, repo in by_name.items()}
-        chosen: dict[int, Repo] = {}
+        chosen: dict[int, RepoRef] = {}
         unknown: list[str] = []
         for entry in entries:
             if len(entry) > 2 and entry.startswith("/") and entry.endswith("/"):
@@ -236,6 +250,20 @@ class HistoryService:
             )
         everything = (actor.site_admin or actor.is_internal) and len(chosen) == len(readable)
         return _Scope(chosen, unknown, everything)
+
+    def _readable(self, actor: Actor) -> dict[int, RepoRef]:
+        """The repositories `actor` may read, by id, through RepoService's one visibility rule.
+
+        A three-column query on purpose: RepoService.readable() builds full Repo objects (about 200 ms for
+        1,000 repositories), which would dominate every history query.
+        """
+        from codewell.repos.models import RepoRow
+
+        query = select(RepoRow.id, RepoRow.name, RepoRow.default_branch).where(RepoService.visibility_clause(actor))
+        with self.db.session() as session:
+            rows = session.execute(query).all()
+        root = self.repos.mirror_root
+        return {rid: RepoRef(rid, name, branch, root / f"{name}.git") for rid, name, branch in rows}
 
     @staticmethod
     def _compile(pattern: str, param: str) -> Any:
@@ -305,7 +333,7 @@ class HistoryService:
             )
         return head_ids, tips, needs_git
 
-    def _peel(self, repo: Repo, revision: str) -> str | None:
+    def _peel(self, repo: RepoRef, revision: str) -> str | None:
         try:
             obj = self.mirrors.open(repo.mirror_path).revparse_single(revision)
             return str(obj.peel(pygit2.Commit).id)
@@ -313,6 +341,24 @@ class HistoryService:
             return None
 
     # ---- commit_search ----------------------------------------------------------------------------------
+
+    def _author_condition(self, names: list[str]) -> ColumnElement[bool]:
+        """Commits by any author matching `names`; the access path depends on how many commits they have.
+
+        Few commits: the (author, repo, date) index finds them all. Many: scanning newest first and
+        checking the author finds `count` of them sooner, so the author column is wrapped (`+ 0`) to keep
+        the planner (SQLite and PostgreSQL alike) off the author index.
+        """
+        authors = _author_ids_query(names)
+        with self.db.session() as session:
+            total = session.scalar(
+                select(func.coalesce(func.sum(HistoryAuthorRepo.commit_count), 0)).where(
+                    HistoryAuthorRepo.author_id.in_(authors)
+                )
+            )
+        if (total or 0) > COMMON_AUTHOR_COMMITS:
+            return (HistoryCommit.author_id + 0).in_(authors)
+        return HistoryCommit.author_id.in_(authors)
 
     def _message_condition(self, term: str) -> ColumnElement[bool]:
         """`term` is a substring of the message; for rare terms narrowed first through the word index.
@@ -356,7 +402,7 @@ class HistoryService:
         if terms := _terms(message_terms, "messageTerms"):
             conditions.append(or_(*(self._message_condition(term) for term in terms)))
         if names := _terms(authors, "authors"):
-            conditions.append(HistoryCommit.author_id.in_(_author_ids_query(names)))
+            conditions.append(self._author_condition(names))
         if paths := _terms(files, "files"):
             conditions.append(or_(*(HistoryCommit.paths.contains(p, autoescape=True) for p in paths)))
         if start is not None:
@@ -410,7 +456,7 @@ class HistoryService:
             commits = self._commit_infos(plan.scope, rows[:count])
             return CommitSearchResult(commits, len(rows) > count, False, plan.scope.unknown)
 
-        def matches(repo: Repo, row: Any) -> bool:
+        def matches(repo: RepoRef, row: Any) -> bool:
             diff = diffs.commit_diff(self.mirrors.open(repo.mirror_path), row.sha, context_lines=0)
             if diff is None:
                 return False
@@ -420,7 +466,7 @@ class HistoryService:
         return CommitSearchResult(self._commit_infos(plan.scope, found), limit_hit, timed_out, plan.scope.unknown)
 
     def _scan(
-        self, plan: _Plan, count: int, predicate: Callable[[Repo, Any], Any] | None, timeout: float
+        self, plan: _Plan, count: int, predicate: Callable[[RepoRef, Any], Any] | None, timeout: float
     ) -> tuple[list[Any], bool, bool]:
         """Walk candidates newest first in batches, keep those passing the filters; stop at count+1 or timeout."""
         deadline = time.monotonic() + timeout
@@ -484,6 +530,7 @@ class HistoryService:
                 refs=tuple(sorted(refs.get(row.id, []))),
             )
             for row in rows
+            if row.repo_id in scope.repos  # a repository registered after the scope was computed
         ]
 
     # ---- diff_search ------------------------------------------------------------------------------------
@@ -516,10 +563,13 @@ class HistoryService:
         plan = self._plan(actor, repos, authors=authors, after=after, before=before, revisions=revisions)
         hunks_of: dict[str, list[tuple[str, diffs.DiffHunk]]] = {}
 
-        def matches(repo: Repo, row: Any) -> bool:
-            diff = diffs.commit_diff(self.mirrors.open(repo.mirror_path), row.sha, context_lines=3)
-            if diff is None:
+        def matches(repo: RepoRef, row: Any) -> bool:
+            mirror = self.mirrors.open(repo.mirror_path)
+            quick = diffs.commit_diff(mirror, row.sha, context_lines=0)
+            # Cheap test on the patch text first; hunks with context are built only for the few that match.
+            if quick is None or not any(o in origins and regex.search(text) for o, text in diffs.changed_lines(quick)):
                 return False
+            diff = diffs.commit_diff(mirror, row.sha, context_lines=3)
             hunks = _matching_hunks(diff, regex, origins)
             if hunks:
                 hunks_of[f"{row.repo_id}:{row.sha}"] = hunks
@@ -584,21 +634,22 @@ class HistoryService:
         limit = _int_param(limit, "limit", CONTRIB_LIMIT_DEFAULT, 1, CONTRIB_LIMIT_MAX)
         min_commits = _int_param(min_commits, "minCommits", 1, 1, 1_000_000_000)
         scope = self._scope(actor, None, required=False)
-        commits = func.count(HistoryCommit.id)
-        latest = func.max(HistoryCommit.committed_at)
+        stats = HistoryAuthorRepo
+        commits = func.sum(stats.commit_count)
+        latest = func.max(stats.last_commit_at)
         query = (
-            select(HistoryCommit.repo_id, commits, latest)
-            .where(HistoryCommit.author_id.in_(_author_ids_query(names)))
-            .group_by(HistoryCommit.repo_id)
+            select(stats.repo_id, commits, latest)
+            .where(stats.author_id.in_(_author_ids_query(names)))
+            .group_by(stats.repo_id)
             .having(commits >= min_commits)
-            .order_by(commits.desc(), latest.desc(), HistoryCommit.repo_id)
+            .order_by(commits.desc(), latest.desc(), stats.repo_id)
         )
         if not scope.everything:
-            query = query.where(HistoryCommit.repo_id.in_(list(scope.repos)))
+            query = query.where(stats.repo_id.in_(list(scope.repos)))
         with self.db.session() as session:
             rows = session.execute(query.limit(limit)).all()
         return [
-            ContributorRepo(scope.repos[repo_id].name, n, _aware(last))
+            ContributorRepo(scope.repos[repo_id].name, int(n), _aware(last))
             for repo_id, n, last in rows
             if repo_id in scope.repos
         ]

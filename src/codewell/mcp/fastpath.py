@@ -93,6 +93,4 @@ async def answer(
         wire = await execute(runtime, caller, endpoint, actor, client, params["name"], params.get("arguments"))
     except UnknownTool as exc:
         return sse({"jsonrpc": "2.0", "id": request_id, "error": {"code": INVALID_PARAMS, "message": exc.message}})
-    result = wire.result.model_dump(by_alias=True, mode="json", exclude_none=True)
-    result.pop("resultType", None)  # a 2026-era field; handshake-era results do not carry it
-    return sse({"jsonrpc": "2.0", "id": request_id, "result": result})
+    return sse({"jsonrpc": "2.0", "id": request_id, "result": wire.wire()})

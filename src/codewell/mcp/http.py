@@ -295,7 +295,6 @@ def protected_resource_metadata(runtime: Runtime, endpoint: Endpoint | None) -> 
         "scopes_supported": [MCP_SCOPE],
         "bearer_methods_supported": ["header"],
         "resource_name": "codewell MCP server" + (f" ({endpoint.value})" if endpoint else ""),
-        "resource_documentation": runtime.external_url + "/help/mcp",
     }
 
 

@@ -28,9 +28,28 @@ _NUMBERED_LINE = re.compile(r"^(\d+): ", re.MULTILINE)
 
 @dataclass(frozen=True, slots=True)
 class WireResult:
-    result: types.CallToolResult
+    """A tools/call result: `wire()` is the JSON object sent, `result` the same as an SDK model."""
+
+    text: str  # content[0].text
+    structured: dict[str, Any] | None
+    is_error: bool
     size: int
     truncated: bool
+
+    def wire(self) -> dict[str, Any]:
+        """The result object exactly as the SDK serializes it for the handshake era (built without pydantic)."""
+        body: dict[str, Any] = {"content": [{"type": "text", "text": self.text}], "isError": self.is_error}
+        if self.structured is not None:
+            body["structuredContent"] = self.structured
+        return body
+
+    @property
+    def result(self) -> types.CallToolResult:
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=self.text)],
+            structured_content=self.structured,
+            is_error=self.is_error,
+        )
 
 
 def _continuation_hint(tool: str, kept_text: str, schema: Mapping[str, Any]) -> str:
@@ -90,19 +109,13 @@ def success_result(tool: str, result: ToolResult, schema: Mapping[str, Any]) -> 
             structured["structuredTruncated"] = True
     structured["text"] = text
     payload = json.dumps({"text": text}, ensure_ascii=False)
-    wire = types.CallToolResult(
-        content=[types.TextContent(type="text", text=payload)],
-        structured_content=structured,
-        is_error=result.is_error,
-    )
-    return WireResult(wire, len(payload.encode()), truncated)
+    return WireResult(payload, structured, result.is_error, len(payload.encode()), truncated)
 
 
 def error_result(message: str) -> WireResult:
     """An isError result carrying the plain message (clients show it to the model, which can self-correct)."""
     text, _ = truncate_text("", message, {}, budget=8_000)
-    wire = types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
-    return WireResult(wire, len(text.encode()), False)
+    return WireResult(text, None, True, len(text.encode()), False)
 
 
 def error_message(error: CodewellError) -> str:

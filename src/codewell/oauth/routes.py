@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from codewell.core.errors import InvalidInput, Unauthenticated
+from codewell.core.errors import InvalidInput, PermissionDenied, Unauthenticated
 from codewell.oauth.errors import OAuthError
 from codewell.oauth.service import AUTH_METHODS, SCOPE, AuthorizationRequest, OAuthService
 from codewell.runtime import Runtime
@@ -59,7 +59,6 @@ def metadata(runtime: Runtime) -> dict[str, Any]:
         "introspection_endpoint_auth_methods_supported": list(AUTH_METHODS),
         "authorization_response_iss_parameter_supported": True,
         "client_id_metadata_document_supported": True,
-        "service_documentation": issuer + "/help/mcp",
     }
     if runtime.config.mcp_dynamic_client_registration_enabled:
         document["registration_endpoint"] = base + "/register"
@@ -386,6 +385,42 @@ class OAuthRoutes:
         await self.run(self.service.delete_client, actor, request.path_params["client_id"])
         return Response(status_code=204)
 
+    # -- admin page: /site-admin/oauth-clients ---------------------------------------------------------------
+    async def admin_page(self, request: Request) -> Response:
+        from codewell.auth.csrf import verify_form
+        from codewell.web.templates import render
+
+        actor = actor_of(request)
+        if not actor.site_admin:
+            raise PermissionDenied("only site admins can manage OAuth clients")
+        created, secret, error = None, None, ""
+        if request.method == "POST":
+            form = await request.form()
+            verify_form(request, form)
+            try:
+                if form.get("action") == "delete":
+                    await self.run(self.service.delete_client, actor, str(form.get("client_id", "")))
+                else:
+                    uris = [u.strip() for u in str(form.get("redirect_uris", "")).splitlines() if u.strip()]
+                    created, secret = await self.run(
+                        lambda: self.service.create_static_client(
+                            actor, str(form.get("name", "")), uris, confidential=bool(form.get("confidential"))
+                        )
+                    )
+            except InvalidInput as exc:
+                error = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+        clients = await self.run(self.service.list_clients, actor, None)
+        return render(
+            request,
+            "oauth/admin_clients.html",
+            status_code=400 if error else 200,
+            clients=clients,
+            created=created,
+            secret=secret,
+            error=error,
+            dcr_enabled=self.runtime.config.mcp_dynamic_client_registration_enabled,
+        )
+
     def cors(self, handler: Handler) -> Handler:
         async def endpoint(request: Request) -> Response:
             if request.method == "OPTIONS":
@@ -405,6 +440,7 @@ class OAuthRoutes:
             Route(PREFIX + "/userinfo", self.cors(self.userinfo), methods=["GET", "OPTIONS"]),
             Route("/.api/oauth/clients", self.clients_api, methods=["GET", "POST"]),
             Route("/.api/oauth/clients/{client_id:path}", self.client_api, methods=["DELETE"]),
+            Route("/site-admin/oauth-clients", self.admin_page, methods=["GET", "POST"]),
         ]
 
 

@@ -10,7 +10,9 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
+from multiprocessing import get_context
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
@@ -22,7 +24,7 @@ from codewell.search.indexer import branch_commits, build_from_mirror
 from codewell.search.query.parser import Query, parse_query
 from codewell.search.query.regex import compile_regex
 from codewell.search.results import FileMatch, IndexStatus, LineMatch, SearchResults
-from codewell.search.searcher import ShardResult, search_shard
+from codewell.search.searcher import ShardResult, search_shard_parallel
 
 if TYPE_CHECKING:
     from codewell.repos.service import Repo, RepoService
@@ -37,6 +39,7 @@ DEFAULT_COUNT = 500
 # count:all is still bounded so one query cannot build an unbounded response in memory.
 MAX_COUNT = 1_000_000
 _UNINDEXED_CACHE = 4
+_CPUS = os.cpu_count() or 1
 
 
 class SearchService:
@@ -50,6 +53,23 @@ class SearchService:
         self._repo_locks: dict[int, threading.Lock] = {}
         self._state: dict[int, tuple[str, str | None]] = {}
         self._unindexed: OrderedDict[tuple[int, str], Shard] = OrderedDict()
+        self._workers: ProcessPoolExecutor | None = None
+
+    def _pool(self) -> ProcessPoolExecutor | None:
+        """Verification processes for exhaustive searches of big shards (started on first need)."""
+        if _CPUS < 2:
+            return None
+        with self._lock:
+            if self._workers is None:
+                self._workers = ProcessPoolExecutor(_CPUS - 1, mp_context=get_context("spawn"))
+            return self._workers
+
+    def close(self) -> None:
+        """Stop the verification processes."""
+        with self._lock:
+            if self._workers is not None:
+                self._workers.shutdown(cancel_futures=True)
+                self._workers = None
 
     @classmethod
     def create(cls, runtime: Runtime) -> Self:
@@ -80,7 +100,9 @@ class SearchService:
             if remaining is not None and remaining <= 0:
                 results.limit_hit = True
                 break
-            found = search_shard(shard, q, branch=branch, limit=remaining, deadline=deadline)
+            found = search_shard_parallel(
+                shard, q, branch=branch, limit=remaining, deadline=deadline, pool=self._pool(), parts=_CPUS
+            )
             results.files.extend(self._file_matches(repo, shard, commit, q, found))
             results.match_count += found.match_count
             results.limit_hit |= found.limit_hit

@@ -4,6 +4,7 @@ Templates live in `codewell/web/templates/` and in any capability's own `codewel
 folder (put them under a sub-folder named after the capability to avoid clashes). Pages extend
 `base.html` and fill `{% block title %}` and `{% block content %}`. Every template sees `actor` (the
 signed-in user or anonymous), `csrf_token` and `csrf_field()` (a hidden input for forms) and `request`.
+Scripts that call `/.api/` with the session cookie must send `X-CSRF-Token` (the page's `csrf-token` meta tag).
 """
 
 from __future__ import annotations

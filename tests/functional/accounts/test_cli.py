@@ -12,6 +12,7 @@ from codewell.accounts.tokens import TokenService
 from codewell.auth.service import AuthService, ClientInfo
 from codewell.cli.bootstrap import run_bootstrap
 from codewell.cli.main import cli
+from codewell.core.errors import Unauthenticated
 from codewell.core.settings import Settings
 from codewell.runtime import Runtime
 
@@ -96,6 +97,20 @@ def test_roles_recipe_and_audit(codewell: CliRunnerCall, runtime: Runtime) -> No
     audit = codewell("audit", "--entity", "accounts.role").output
     assert "accounts.role assigned" in audit
     assert "accounts.role permissionRemoved" in audit
+
+
+def test_unlock_ends_a_lockout(codewell: CliRunnerCall, runtime: Runtime) -> None:
+    from tests.factories import set_site_config
+
+    codewell("users", "create", "alice", "--password-stdin", input="a long enough password\n")
+    set_site_config(runtime, {"auth.lockout": {"failedAttemptThreshold": 1}})
+    auth = runtime.get(AuthService)
+    with pytest.raises(Unauthenticated):
+        auth.sign_in_password("alice", "wrong password!!", ClientInfo())
+    with pytest.raises(Unauthenticated, match="locked"):
+        auth.sign_in_password("alice", "a long enough password", ClientInfo())
+    assert "alice: unlocked" in codewell("users", "unlock", "alice").output
+    assert auth.sign_in_password("alice", "a long enough password", ClientInfo()).username == "alice"
 
 
 def test_first_run_bootstrap_creates_admin_once(runtime: Runtime) -> None:

@@ -60,7 +60,6 @@ def test_authorization_server_and_resource_metadata(served: Served) -> None:
             "scopes_supported": ["mcp"],
             "bearer_methods_supported": ["header"],
             "resource_name": f"codewell MCP server ({path})",
-            "resource_documentation": served.base_url + "/help/mcp",
         }
 
 

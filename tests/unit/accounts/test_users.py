@@ -151,3 +151,18 @@ def test_verified_email_lookup_ignores_unverified_addresses(runtime: Runtime, ac
 def test_anonymous_cannot_list_users(accounts: AccountService) -> None:
     with pytest.raises(PermissionDenied):
         accounts.list_users(ANONYMOUS)
+
+
+def test_rename_validates_and_keeps_names_unique(runtime: Runtime, accounts: AccountService) -> None:
+    alice = make_user(runtime, "alice")
+    make_user(runtime, "bob")
+    me = actor_of_user(runtime, alice)
+    assert accounts.set_username(me, alice.id, "Alice").username == "Alice"  # a change of case is fine
+    with pytest.raises(Conflict):
+        accounts.set_username(me, alice.id, "BOB")
+    with pytest.raises(InvalidInput, match="must not end with"):
+        accounts.set_username(me, alice.id, "alice.")
+    with pytest.raises(PermissionDenied):
+        accounts.set_username(actor_of_user(runtime, accounts.get_by_username("bob")), alice.id, "x")
+    assert accounts.set_username(me, alice.id, "ally").username == "ally"
+    assert accounts.find_by_username("alice") is None

@@ -260,6 +260,10 @@ def test_incremental_indexing_follows_pushes_force_pushes_and_deletions(
     resync(runtime, "example.com/alpha")
     late = service.commit_search(INTERNAL, ["example.com/alpha"], message_terms=["late fix"])
     assert [c.refs for c in late.commits] == [("refs/heads/main",)]
+    alice = service.contributor_repos(INTERNAL, ["alice@example.com"])
+    assert [(r.repo, r.commit_count, r.last_commit_at.isoformat()) for r in alice] == [
+        ("example.com/alpha", 4, "2024-07-01T10:00:00+00:00")
+    ]
     # Force-push release-1.0 back to the fix commit and delete the tag: the branch no longer contains notes.
     alpha.git("branch", "-f", "release-1.0", alpha.shas["fix"])
     alpha.git("tag", "-d", "v1.0")

@@ -7,6 +7,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +21,27 @@ text = st.text(alphabet=ALPHABET, max_size=120)
 corpus = st.lists(text, min_size=1, max_size=6)
 literal = st.text(alphabet="abcAB_( x", min_size=1, max_size=5)
 # Regexes on which Python's re and RE2 agree (per line, ASCII).
-REGEXES = ["a+b", "^a", "b$", "^$", "[ab]c", "a.c", "(ab|ba)x", "x?_", r"\(a", "A[^a]B", r"\bab\b", "c{2,}", "b*"]
+REGEXES = [
+    "a+b",
+    "^a",
+    "b$",
+    "^$",
+    "[ab]c",
+    "a.c",
+    "(ab|ba)x",
+    "x?_",
+    r"\(a",
+    "A[^a]B",
+    r"\bab\b",
+    "c{2,}",
+    "b*",
+    r"a*b_\(ab",
+    r".b_ab",
+    r"[ab]+x_ab\b",
+    r"\bab",
+    r"\b_a|b\b",
+    r"\b[ab]+c",
+]
 regex = st.sampled_from(REGEXES)
 
 
@@ -107,4 +128,25 @@ def test_limit_returns_a_prefix(docs: list[str], needle: str, limit: int) -> Non
     flat_full = [(h.doc, line) for h in full.hits for line in h.lines]
     flat_part = [(h.doc, line) for h in part.hits for line in h.lines]
     assert flat_part == flat_full[:limit]
-    assert part.limit_hit == (len(flat_full) > limit)
+    assert part.limit_hit == (len(flat_full) >= limit)
+
+
+def test_parallel_verification_equals_sequential(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    from codewell.search import searcher
+
+    docs = [
+        SourceDoc(f"d{i:03}.c", f"int x{i};\nreturn {i % 7};\n".encode(), 0, frozenset({"main"})) for i in range(300)
+    ]
+    shard = Shard.open(build_shard(tmp_path / "s", {"repo": "r"}, docs))
+    q = Query(expr=Pattern(re.escape("return 3"), "return 3", False, 0))
+    sequential = search_shard(shard, q, branch="main", limit=None, deadline=time.monotonic() + 30)
+    monkeypatch.setattr(searcher, "PARALLEL_MIN_BYTES", 0)
+    with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
+        parallel = searcher.search_shard_parallel(
+            shard, q, branch="main", limit=None, deadline=time.monotonic() + 30, pool=pool, parts=2
+        )
+    assert [(h.doc, h.lines) for h in parallel.hits] == [(h.doc, h.lines) for h in sequential.hits]
+    assert parallel.match_count == sequential.match_count == 43

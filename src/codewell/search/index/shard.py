@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import mmap
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ class Shard:
     paths: list[str]
     languages: list[str]
     skipped: list[str]
+    _path_cache: dict[tuple[bytes, bool], BitMap] = field(default_factory=dict)
 
     @classmethod
     def open(cls, path: Path) -> Shard:
@@ -47,15 +48,17 @@ class Shard:
         docs = json.loads((path / "docs.json").read_text())
 
         def load(name: str) -> np.ndarray:
-            array: np.ndarray = np.load(path / name, mmap_mode="r")
+            # A plain ndarray view of the mapping: no memmap subclass overhead on every scalar access.
+            array: np.ndarray = np.asarray(np.load(path / name, mmap_mode="r"))
             return array
 
         return cls(
             path=path,
             meta=meta,
             content=_map(path / "content.bin"),
-            starts=np.load(path / "starts.npy"),
-            line_base=np.load(path / "line_base.npy"),
+            # Small per-document arrays as int64, so lookups with Python ints never promote to float64.
+            starts=np.load(path / "starts.npy").astype(np.int64),
+            line_base=np.load(path / "line_base.npy").astype(np.int64),
             newlines=load("newlines.npy"),
             tri_keys=load("tri_keys.npy"),
             tri_offs=load("tri_offs.npy"),
@@ -96,14 +99,38 @@ class Shard:
         lengths = [len(p.encode("utf-8", "surrogateescape")) + 1 for p in self.paths]
         return np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)
 
-    def docs_matching_path(self, regex: Any) -> BitMap:
-        """Documents whose path matches the compiled RE2 `regex` (one native scan per match line)."""
+    def docs_matching_path(self, regex: Any, literal: Any = None) -> BitMap:
+        """Documents whose path matches the compiled RE2 `regex` (a copy; results are cached per shard).
+
+        `literal`, a compiled regex for a literal every match contains, is scanned for first so that
+        anchored patterns (`^fs/ext4/`) need not run a DFA over every path.
+        """
+        key = (regex.pattern, regex.options.case_sensitive)
+        cached = self._path_cache.get(key)
+        if cached is None:
+            cached = self._match_paths(regex, literal)
+            if len(self._path_cache) > 256:
+                self._path_cache.clear()
+            self._path_cache[key] = cached
+        return BitMap(cached)
+
+    def _match_paths(self, regex: Any, literal: Any) -> BitMap:
         blob = self.path_blob
         found: list[int] = []
         pos, end = 0, len(blob)
         starts = self.path_starts
         anchor = re2._re2.RE2.Anchor.UNANCHORED
         while pos < end:
+            if literal is not None:
+                hit = literal._regexp.Match(anchor, blob, pos, end)[0][0]
+                if hit < 0:
+                    break
+                doc = int(np.searchsorted(starts, hit, side="right")) - 1
+                line_start, line_end = int(starts[doc]), int(starts[doc + 1]) - 1
+                if regex._regexp.Match(anchor, blob, line_start, line_end)[0][0] >= 0:
+                    found.append(doc)
+                pos = line_end + 1
+                continue
             span = regex._regexp.Match(anchor, blob, pos, end)[0]
             if span[0] < 0:
                 break
@@ -119,9 +146,13 @@ class Shard:
 
     # Trigram index -----------------------------------------------------------------------------
 
+    def _find(self, trigram: int) -> int:
+        # The key must have the array's dtype: a Python int would make numpy cast the whole array per call.
+        return int(np.searchsorted(self.tri_keys, np.uint32(trigram)))
+
     def posting(self, trigram: int) -> BitMap:
         """Documents containing the (case-folded) trigram."""
-        i = int(np.searchsorted(self.tri_keys, trigram))
+        i = self._find(trigram)
         if i >= len(self.tri_keys) or int(self.tri_keys[i]) != trigram:
             return BitMap()
         a, b = int(self.tri_offs[i]), int(self.tri_offs[i + 1])
@@ -130,7 +161,7 @@ class Shard:
         return BitMap.deserialize(self.postings[a:b])
 
     def _posting_size(self, trigram: int) -> int:
-        i = int(np.searchsorted(self.tri_keys, trigram))
+        i = self._find(trigram)
         if i >= len(self.tri_keys) or int(self.tri_keys[i]) != trigram:
             return 0
         return int(self.tri_offs[i + 1]) - int(self.tri_offs[i])
@@ -177,7 +208,7 @@ class Shard:
         """Global index (into `newlines`) of the line containing `offset` of document `doc`."""
         base, top = int(self.line_base[doc]), int(self.line_base[doc + 1])
         rel = offset - int(self.starts[doc])
-        return base + int(np.searchsorted(self.newlines[base:top], rel, side="left"))
+        return base + int(np.searchsorted(self.newlines[base:top], np.uint32(rel), side="left"))
 
     def line_span(self, doc: int, line: int) -> tuple[int, int]:
         """Absolute [start, end) of global line `line` of `doc`, without the newline."""
