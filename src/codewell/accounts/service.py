@@ -165,13 +165,16 @@ class AccountService:
         """Every user with their primary e-mail ("" when none), ordered by ID, in one query; site admins only
         (instance-wide exports such as the analytics reports, issue #9)."""
         _require_admin(actor, "export the user directory")
+        # Plain columns, not ORM entities: exports read every user, and entity bookkeeping would dominate.
+        u = UserRow
         stmt = (
-            select(UserRow, UserEmailRow.email)
-            .outerjoin(UserEmailRow, (UserEmailRow.user_id == UserRow.id) & UserEmailRow.is_primary.is_(True))
-            .order_by(UserRow.id)
+            select(u.id, u.username, u.display_name, u.site_admin, u.service_account, u.password_hash.is_not(None))
+            .add_columns(u.created_at, UserEmailRow.email)
+            .outerjoin(UserEmailRow, (UserEmailRow.user_id == u.id) & UserEmailRow.is_primary.is_(True))
+            .order_by(u.id)
         )
         with self.runtime.db.session() as session:
-            return [(to_user(row), email or "") for row, email in session.execute(stmt)]
+            return [(User(*row[:7]), row[7] or "") for row in session.execute(stmt)]
 
     # -- actors and permissions ---------------------------------------------------------------------------
     def actor_for(self, user: User, *, via: str, scopes: frozenset[str] = frozenset()) -> Actor:

@@ -57,10 +57,11 @@ class MirrorCache:
     """A few open pygit2 repositories per thread, reused across calls (opening one maps its packfiles).
 
     Per thread because libgit2 objects must not be used from several threads at once; tool handlers run
-    in a thread pool, so each worker keeps its own handles.
+    in a thread pool, so each worker keeps its own handles. Large enough for a query over a few hundred
+    repositories: candidates come newest first across repositories, so a small cache would thrash.
     """
 
-    def __init__(self, size: int = 32) -> None:
+    def __init__(self, size: int = 256) -> None:
         self._size = size
         self._local = threading.local()
 

@@ -311,3 +311,16 @@ def test_removing_a_repository_drops_its_history(runtime: Runtime, world: dict[s
     assert 0 < postings_after < postings_before
     with pytest.raises(NotFound):
         svc(runtime).commit_search(INTERNAL, ["example.com/alpha"])
+
+
+def test_pickaxe_reads_changed_lines_not_file_headers(runtime: Runtime, tmp_path: Path) -> None:
+    sql = RepoBuilder(tmp_path / "sql")
+    sql.commit("schema", {"a.sql": "-- old comment\nSELECT 1;\n"}, date="2024-01-01T00:00:00Z")
+    sql.commit("drop comment", {"a.sql": "SELECT 1;\n"}, date="2024-01-02T00:00:00Z")
+    sql.commit("touch b", {"b.sql": "SELECT 2;\n"}, date="2024-01-03T00:00:00Z")
+    register(runtime, sql.path, "example.com/sql")
+    service = svc(runtime)
+    found = service.commit_search(INTERNAL, ["example.com/sql"], content_terms=["-- old"])
+    assert [c.subject for c in found.commits] == ["drop comment", "schema"]
+    # "a/b.sql" appears only in the headers of "touch b": headers are not changed lines.
+    assert service.commit_search(INTERNAL, ["example.com/sql"], content_terms=["b/b.sql"]).commits == []
