@@ -96,6 +96,52 @@ def build(repo: Path, target: Path) -> dict[str, object]:
     return report
 
 
+def split_main(root: Path, shards_dir: Path, runs: int, rebuild: bool) -> None:
+    """Multi-repository run: one shard per top-level directory, queries fanned out over all of them."""
+    from codewell.search.searcher import search_many
+
+    started = time.perf_counter()
+    shards = []
+    for repo in sorted(p for p in root.iterdir() if (p / ".git").exists()):
+        target = shards_dir / repo.name
+        if rebuild or not (target / "meta.json").exists():
+            commits = branch_commits(repo / ".git", "main", ())
+            build_from_mirror(target, repo / ".git", commits, {"repo": repo.name, "default_branch": "main"}, workers=2)
+        shards.append((repo.name, Shard.open(target)))
+    print(f"{len(shards)} shards ready in {time.perf_counter() - started:.1f} s")
+    pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"))
+    rows = []
+    for name, query, rg_args, _all in QUERIES:
+        if any(a.startswith("fs/") for a in rg_args):
+            continue
+        q = parse_query(query)
+        rg_times, our_times = [], []
+        rg_set: set[str] = set()
+        our_set: set[str] = set()
+        for _ in range(runs):
+            rg_set, t = rg_lines(root, rg_args)
+            rg_times.append(t)
+            t0 = time.perf_counter()
+            results = search_many([(s, None) for _, s in shards], q, deadline=time.monotonic() + 60, pool=pool, parts=2)
+            our_times.append(time.perf_counter() - t0)
+            our_set = {
+                f"{repo}/{shard.paths[h.doc]}:{line - int(shard.line_base[h.doc]) + 1}"
+                for (repo, shard), r in zip(shards, results, strict=True)
+                for h in r.hits
+                for line in h.lines
+            }
+        rg_ms, our_ms = statistics.median(rg_times) * 1000, statistics.median(our_times) * 1000
+        same = rg_set == our_set
+        rows.append({"name": name, "rg_ms": round(rg_ms, 1), "ours_ms": round(our_ms, 1), "identical": same})
+        print(
+            f"{name:16} rg {rg_ms:8.1f} ms  ours {our_ms:8.1f} ms  x{rg_ms / max(our_ms, 0.01):7.1f}  "
+            f"lines {len(rg_set):7}  {'identical' if same else 'DIFFERENT'}"
+        )
+    pool.shutdown()
+    OUT.mkdir(exist_ok=True)
+    (OUT / "search-split.json").write_text(json.dumps(rows, indent=2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repo", default="/var/tmp/codewell-bench/linux")
@@ -103,7 +149,11 @@ def main() -> None:
     parser.add_argument("--rebuild", action="store_true")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--build-only", action="store_true", help="Only (re)build and report build figures.")
+    parser.add_argument("--split", help="Multi-repository run over this directory of repositories instead.")
     args = parser.parse_args()
+    if args.split:
+        split_main(Path(args.split), Path(args.shard + "-split"), args.runs, args.rebuild)
+        return
     repo, target = Path(args.repo), Path(args.shard)
     report: dict[str, object] = {}
     if args.rebuild or not (target / "meta.json").exists():

@@ -394,3 +394,37 @@ def search_shard_parallel(
         merged.match_count += part.match_count
         merged.timed_out |= part.timed_out
     return merged
+
+
+def search_many(
+    jobs: list[tuple[Shard, str | None]], query: Query, *, deadline: float, pool: Any, parts: int
+) -> list[ShardResult]:
+    """Exhaustive search (no limit) of several shards, fanned out over `pool` plus this process.
+
+    Big shards are split into document ranges; results come back in job order. Falls back to one shard
+    after another when the total content is too small for processes to pay off.
+    """
+    total = sum(int(shard.starts[-1]) for shard, _ in jobs)
+    if pool is None or parts < 2 or len(jobs) < 2 or total < PARALLEL_MIN_BYTES:
+        return [
+            search_shard_parallel(s, query, branch=b, limit=None, deadline=deadline, pool=pool, parts=parts)
+            for s, b in jobs
+        ]
+    pieces: list[tuple[int, Shard, str | None, tuple[int, int]]] = []
+    for index, (shard, branch) in enumerate(jobs):
+        ranges = split_ranges(shard, parts) if int(shard.starts[-1]) >= PARALLEL_MIN_BYTES else [(0, shard.doc_count)]
+        pieces.extend((index, shard, branch, r) for r in ranges)
+    # This process takes the first piece; the pool takes the rest, in order.
+    futures = [
+        pool.submit(search_part, str(shard.path), query, branch, None, deadline, lo, hi)
+        for _, shard, branch, (lo, hi) in pieces[1:]
+    ]
+    _, shard0, branch0, range0 = pieces[0]
+    outputs = [search_shard(shard0, query, branch=branch0, limit=None, deadline=deadline, doc_range=range0)]
+    outputs.extend(f.result() for f in futures)
+    merged = [ShardResult() for _ in jobs]
+    for (index, *_rest), part in zip(pieces, outputs, strict=True):
+        merged[index].hits.extend(part.hits)
+        merged[index].match_count += part.match_count
+        merged[index].timed_out |= part.timed_out
+    return merged

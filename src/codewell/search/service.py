@@ -24,7 +24,7 @@ from codewell.search.indexer import branch_commits, build_from_mirror
 from codewell.search.query.parser import Query, parse_query
 from codewell.search.query.regex import compile_regex
 from codewell.search.results import FileMatch, IndexStatus, LineMatch, SearchResults
-from codewell.search.searcher import ShardResult, search_shard_parallel
+from codewell.search.searcher import ShardResult, search_many, search_shard_parallel
 
 if TYPE_CHECKING:
     from codewell.repos.service import Repo, RepoService
@@ -95,6 +95,20 @@ class SearchService:
         deadline = started + (timeout if timeout is not None else q.timeout)
         targets, skipped = self._targets(actor, q)
         results = SearchResults([], 0, False, False, skipped)
+        if limit is None:
+            # count:all: every shard is searched anyway, so fan out over processes.
+            found_all = search_many(
+                [(shard, branch) for _, shard, branch, _ in targets],
+                q,
+                deadline=deadline,
+                pool=self._pool(),
+                parts=_CPUS,
+            )
+            for (repo, shard, _branch, commit), found in zip(targets, found_all, strict=True):
+                results.files.extend(self._file_matches(repo, shard, commit, q, found))
+                results.match_count += found.match_count
+                results.timed_out |= found.timed_out
+            targets = []
         for repo, shard, branch, commit in targets:
             remaining = None if limit is None else limit - results.match_count
             if remaining is not None and remaining <= 0:

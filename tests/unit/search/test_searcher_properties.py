@@ -150,3 +150,27 @@ def test_parallel_verification_equals_sequential(tmp_path: Path, monkeypatch: py
         )
     assert [(h.doc, h.lines) for h in parallel.hits] == [(h.doc, h.lines) for h in sequential.hits]
     assert parallel.match_count == sequential.match_count == 43
+
+
+def test_fan_out_over_shards_equals_sequential(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    from codewell.search import searcher
+
+    shards = []
+    for k in range(3):
+        docs = [
+            SourceDoc(f"s{k}/d{i}.c", f"x {i % 5} y\n".encode(), 0, frozenset({"main"})) for i in range(40 * (k + 1))
+        ]
+        shards.append(Shard.open(build_shard(tmp_path / f"s{k}", {"repo": f"r{k}"}, docs)))
+    q = Query(expr=Pattern(re.escape("x 3 y"), "x 3 y", False, 0))
+    deadline = time.monotonic() + 30
+    sequential = [search_shard(s, q, branch="main", limit=None, deadline=deadline) for s in shards]
+    monkeypatch.setattr(searcher, "PARALLEL_MIN_BYTES", 0)
+    with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
+        fanned = searcher.search_many([(s, "main") for s in shards], q, deadline=deadline, pool=pool, parts=2)
+    assert [[(h.doc, h.lines) for h in r.hits] for r in fanned] == [
+        [(h.doc, h.lines) for h in r.hits] for r in sequential
+    ]
+    assert [r.match_count for r in fanned] == [8, 16, 24]
