@@ -70,8 +70,9 @@ class EvaluatorLimits:
     # How long a caller waits for a free worker before getting Unavailable.
     acquire_timeout: float = 10.0
     # Limits and crashes always replace the worker process. Plain script errors (syntax, runtime, result
-    # conversion) need not: every script gets a fresh Lua state. Set this to replace it after those too.
-    recycle_on_script_error: bool = False
+    # conversion; escape attempts end as runtime errors) replace it too by default (issue #10 asks for it):
+    # every script gets a fresh Lua state anyway, so False is safe where respawn cost matters.
+    recycle_on_script_error: bool = True
 
     def run_limits(self) -> RunLimits:
         return RunLimits(sandbox=self.sandbox, timeout=self.timeout, total_timeout=self.total_timeout)

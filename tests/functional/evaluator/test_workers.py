@@ -92,7 +92,7 @@ def test_trivial_script_reuses_the_warm_worker(make_service: Callable[..., Evalu
         ("return {f = print}", "result_error", None),
     ],
 )
-def test_script_errors_keep_the_worker(
+def test_script_errors_are_reported_and_recycle_the_worker(
     make_service: Callable[..., EvaluatorService], script: str, kind: str, line: int | None
 ) -> None:
     service = make_service()
@@ -103,7 +103,22 @@ def test_script_errors_keep_the_worker(
     assert result.error.kind == kind
     assert result.error.line == line
     assert result.error.hint
-    # A fresh Lua state per script: nothing survives a failed script, so the process is kept.
+    assert result.worker_recycled
+    [new_pid] = wait_for_idle(service)
+    assert new_pid != pid
+    assert run(service, "return leaked_global").value is None
+
+
+@pytest.mark.parametrize("script", ["local x = = 1", "local t = nil\nreturn t.x", "return {f = print}"])
+def test_script_errors_may_keep_the_worker_when_configured(
+    make_service: Callable[..., EvaluatorService], script: str
+) -> None:
+    service = make_service(dataclasses.replace(EvaluatorLimits(), recycle_on_script_error=False))
+    service.warm()
+    [pid] = wait_for_idle(service)
+    result = run(service, script)
+    assert result.error is not None
+    # A fresh Lua state per script: nothing survives a failed script, so the process can be kept.
     assert not result.worker_recycled
     assert service.pool.idle_pids() == [pid]
     assert run(service, "return leaked_global").value is None
@@ -352,8 +367,8 @@ def test_runs_and_recycles_are_counted_in_metrics(make_service: Callable[..., Ev
     assert sample("codewell_evaluator_workers_recycled_total") == recycled_before + 1
 
 
-def test_recycling_after_script_errors_can_be_enabled(make_service: Callable[..., EvaluatorService]) -> None:
-    service = make_service(dataclasses.replace(FAST, recycle_on_script_error=True))
+def test_escape_attempts_recycle_the_worker(make_service: Callable[..., EvaluatorService]) -> None:
+    service = make_service(FAST)
     service.warm()
     [pid] = wait_for_idle(service)
     assert run(service, "return io.open('/etc/passwd')").worker_recycled
