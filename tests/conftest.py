@@ -58,6 +58,11 @@ def database_template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
 
 
 def _truncate_all(url: str) -> None:
+    # A test may have downgraded the shared worker database (migration tests): bring it back first.
+    database = Database(url)
+    if database.migration_state().pending:
+        database.upgrade()
+    database.dispose()
     import_all_models()
     names = ", ".join(f'"{t.name}"' for t in Base.metadata.sorted_tables)
     engine = create_engine(url)

@@ -1,7 +1,10 @@
 """A fake code host on loopback speaking the real OAuth 2 and REST shapes of GitHub, GitLab, Bitbucket Cloud,
 Bitbucket Data Center and Gerrit: authorization (with PKCE S256 checks), token exchange, user, e-mails with
 verified flags, organizations and teams (display names), groups with access levels (Minimal Access = 5) and
-the `X-GitHub-SSO` header for organizations whose SSO the token was not authorized for.
+the `X-GitHub-SSO` header for organizations whose SSO the token was not authorized for. List endpoints paginate
+as the hosts do: `page`/`per_page` parameters (GitHub: default 30, GitLab: default 20, both at most 100),
+GitHub's `Link` header (`next`, `last`, `first`, `prev`), GitLab's `X-Page`/`X-Next-Page`/`X-Total` headers
+plus its `Link` header (`gitlab_link_header = False` leaves only `X-Next-Page`).
 
 The "browser" signed in at the host is `host.signed_in` (a login); its authorization page approves at once.
 """
@@ -37,6 +40,42 @@ class HostUser:
     http_password: str = ""  # Gerrit HTTP credential
 
 
+def _page_window(request: Request, default: int) -> tuple[int, int]:
+    """(page, per_page) of a list request, clamped as the hosts do (page ≥ 1, per_page 1-100)."""
+    params = request.query_params
+    page = int(params["page"]) if params.get("page", "").isdigit() and int(params["page"]) > 0 else 1
+    per_page = int(params["per_page"]) if params.get("per_page", "").isdigit() else default
+    return page, min(max(per_page, 1), 100)
+
+
+def _page_url(request: Request, page: int) -> str:
+    query = [(k, v) for k, v in request.query_params.multi_items() if k != "page"]
+    return str(request.url.replace(query=urlencode([*query, ("page", str(page))])))
+
+
+def paginate(request: Request, items: list[Any], *, host: str, link: bool = True) -> JSONResponse:
+    """One page of `items` with the pagination headers `host` ("github" or "gitlab") sends."""
+    page, per_page = _page_window(request, 30 if host == "github" else 20)
+    last = max(1, -(-len(items) // per_page))
+    response = JSONResponse(items[(page - 1) * per_page : page * per_page])
+    rels = []
+    if page < last:
+        rels.append(("next", page + 1))
+    if page > 1:
+        rels.append(("prev", page - 1))
+    rels += [("first", 1), ("last", last)]
+    if link and (host == "gitlab" or last > 1):
+        response.headers["Link"] = ", ".join(f'<{_page_url(request, n)}>; rel="{rel}"' for rel, n in rels)
+    if host == "gitlab":
+        response.headers["X-Page"] = str(page)
+        response.headers["X-Per-Page"] = str(per_page)
+        response.headers["X-Next-Page"] = str(page + 1) if page < last else ""
+        response.headers["X-Prev-Page"] = str(page - 1) if page > 1 else ""
+        response.headers["X-Total"] = str(len(items))
+        response.headers["X-Total-Pages"] = str(last)
+    return response
+
+
 @dataclass
 class _Grant:
     login: str
@@ -55,6 +94,8 @@ class FakeCodeHost:
         self.tokens: dict[str, str] = {}
         self.authorize_requests: list[dict[str, str]] = []
         self.token_requests: list[dict[str, str]] = []
+        self.api_requests: list[str] = []  # path?query of every REST call
+        self.gitlab_link_header = True
         self._server = LoopbackServer(self.app())
         self.url = self._server.url + "/"
 
@@ -122,6 +163,7 @@ class FakeCodeHost:
 
     def _api(self, handler: Any) -> Any:
         async def endpoint(request: Request) -> Response:
+            self.api_requests.append(f"{request.url.path}?{request.url.query}")
             user = self._user(request)
             if user is None:
                 return JSONResponse({"message": "Bad credentials"}, status_code=401)
@@ -138,14 +180,16 @@ class FakeCodeHost:
 
     @staticmethod
     def gh_emails(request: Request, user: HostUser) -> Response:
-        return JSONResponse(
-            [{"email": e, "verified": v, "primary": i == 0, "visibility": None} for i, (e, v) in enumerate(user.emails)]
-        )
+        items = [
+            {"email": e, "verified": v, "primary": i == 0, "visibility": None} for i, (e, v) in enumerate(user.emails)
+        ]
+        return paginate(request, items, host="github")
 
     @staticmethod
     def gh_orgs(request: Request, user: HostUser) -> Response:
         hidden = set(user.sso_unauthorized)
-        response = JSONResponse([{"id": i, "login": login} for i, login in user.orgs if i not in hidden])
+        items = [{"id": i, "login": login} for i, login in user.orgs if i not in hidden]
+        response = paginate(request, items, host="github")
         if hidden:
             ids = ",".join(str(i) for i in sorted(hidden))
             response.headers["X-GitHub-SSO"] = f"partial-results; organizations={ids}"
@@ -153,12 +197,11 @@ class FakeCodeHost:
 
     @staticmethod
     def gh_teams(request: Request, user: HostUser) -> Response:
-        return JSONResponse(
-            [
-                {"name": team, "slug": team.lower().replace(" ", "-"), "organization": {"login": org}}
-                for org, team in user.teams
-            ]
-        )
+        items = [
+            {"name": team, "slug": team.lower().replace(" ", "-"), "organization": {"login": org}}
+            for org, team in user.teams
+        ]
+        return paginate(request, items, host="github")
 
     # -- GitLab -------------------------------------------------------------------------------------------
     @staticmethod
@@ -174,25 +217,21 @@ class FakeCodeHost:
             }
         )
 
-    @staticmethod
-    def gl_emails(request: Request, user: HostUser) -> Response:
-        return JSONResponse(
-            [
-                {"id": i, "email": e, "confirmed_at": "2024-01-01T00:00:00Z" if v else None}
-                for i, (e, v) in enumerate(user.emails[1:])
-            ]
-        )
+    def gl_emails(self, request: Request, user: HostUser) -> Response:
+        items = [
+            {"id": i, "email": e, "confirmed_at": "2024-01-01T00:00:00Z" if v else None}
+            for i, (e, v) in enumerate(user.emails[1:])
+        ]
+        return paginate(request, items, host="gitlab", link=self.gitlab_link_header)
 
-    @staticmethod
-    def gl_groups(request: Request, user: HostUser) -> Response:
+    def gl_groups(self, request: Request, user: HostUser) -> Response:
         minimum = int(request.query_params.get("min_access_level", "0"))
-        return JSONResponse(
-            [
-                {"id": i, "full_path": path, "name": path.rsplit("/", 1)[-1]}
-                for i, (path, level) in enumerate(sorted(user.groups.items()))
-                if level >= minimum
-            ]
-        )
+        items = [
+            {"id": i, "full_path": path, "name": path.rsplit("/", 1)[-1]}
+            for i, (path, level) in enumerate(user.groups.items())  # insertion order: tests place the match
+            if level >= minimum
+        ]
+        return paginate(request, items, host="gitlab", link=self.gitlab_link_header)
 
     # -- Bitbucket Cloud ----------------------------------------------------------------------------------
     @staticmethod

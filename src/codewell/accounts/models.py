@@ -43,6 +43,21 @@ class UserEmailRow(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
+class EmailVerificationRow(Base):
+    """An e-mailed verification link: only the SHA-256 of its random code is stored. The row binds the code
+    to one user and one address; `used_at` makes it single-use (kept so a replay is told apart from a typo)."""
+
+    __tablename__ = "email_verifications"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    email: Mapped[str] = mapped_column(String(320))
+    code_sha256: Mapped[bytes] = mapped_column(LargeBinary(32), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    used_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
 class SessionRow(Base):
     """A browser session; the signed cookie carries `id`, the row makes sign-out and deletion immediate."""
 
@@ -122,6 +137,7 @@ class AuditEntryRow(Base):
 __all__ = [
     "AccessTokenRow",
     "AuditEntryRow",
+    "EmailVerificationRow",
     "RolePermissionRow",
     "RoleRow",
     "SessionRow",

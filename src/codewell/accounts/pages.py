@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import urlencode
 
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
@@ -16,11 +17,12 @@ from codewell.accounts.permissions import PERMISSIONS
 from codewell.accounts.roles import RoleService
 from codewell.accounts.service import AccountService
 from codewell.accounts.tokens import TokenService
+from codewell.accounts.verification import NOT_CONFIGURED, VERIFY_PATH, EmailVerificationService
 from codewell.auth.csrf import verify_form
 from codewell.auth.require import require_actor, require_interactive
 from codewell.auth.service import AuthService
 from codewell.core.actors import Actor
-from codewell.core.errors import CodewellError, InvalidInput
+from codewell.core.errors import CodewellError, InvalidInput, Unauthenticated
 from codewell.runtime import Runtime
 from codewell.web.requests import runtime_of
 from codewell.web.templates import render
@@ -86,6 +88,99 @@ async def revoke_token_page(request: Request) -> Response:
     verify_form(request, form)
     await run_in_threadpool(runtime_of(request).get(TokenService).revoke, actor, request.path_params["token_id"])
     return RedirectResponse("/settings/tokens", status_code=303)
+
+
+# -- settings: e-mail addresses -----------------------------------------------------------------------------
+_OUTCOMES = {
+    "sent": "We sent a verification link to {email}. Open it while signed in to verify the address.",
+    "notConfigured": "Added {email}. " + NOT_CONFIGURED[0].capitalize() + ": " + NOT_CONFIGURED[1] + ".",
+    "failed": "Added {email}, but the verification e-mail could not be sent; try Resend later.",
+    "alreadyVerified": "Added {email} (verified).",
+}
+
+
+def _emails_context(runtime: Runtime, actor: Actor) -> dict[str, Any]:
+    assert actor.user_id is not None
+    return {
+        "emails": runtime.get(AccountService).list_emails(actor, actor.user_id),
+        "mail_configured": runtime.get(EmailVerificationService).mail_configured(),
+        "not_configured": f"{NOT_CONFIGURED[0].capitalize()}: {NOT_CONFIGURED[1]}.",
+        "notice": "",
+        "error": "",
+    }
+
+
+def _add_email(runtime: Runtime, actor: Actor, form: FormData) -> str:
+    assert actor.user_id is not None
+    added = runtime.get(AccountService).add_email(actor, actor.user_id, _text(form, "email"))
+    outcome = runtime.get(EmailVerificationService).after_email_added(actor, actor.user_id, added.email)
+    return _OUTCOMES[outcome].format(email=added.email)
+
+
+def _resend_email(runtime: Runtime, actor: Actor, form: FormData) -> str:
+    assert actor.user_id is not None
+    email = _text(form, "email")
+    runtime.get(EmailVerificationService).send_link(actor, actor.user_id, email)
+    return _OUTCOMES["sent"].format(email=email.strip().lower())
+
+
+def _remove_email(runtime: Runtime, actor: Actor, form: FormData) -> str:
+    assert actor.user_id is not None
+    runtime.get(AccountService).remove_email(actor, actor.user_id, _text(form, "email"))
+    return f"Removed {_text(form, 'email').strip().lower()}."
+
+
+def emails_form(action: Callable[[Runtime, Actor, FormData], str]) -> Callable[[Request], Awaitable[Response]]:
+    """A POST handler on /settings/emails: CSRF check, run `action`, show the page with its notice or error."""
+
+    async def handler(request: Request) -> Response:
+        actor = require_actor(request)
+        form = await request.form()
+        verify_form(request, form)
+        runtime = runtime_of(request)
+        notice, error, status = "", "", 200
+        try:
+            notice = await run_in_threadpool(action, runtime, actor, form)
+        except CodewellError as exc:
+            error, status = exc.message, exc.http_status
+        context = await run_in_threadpool(_emails_context, runtime, actor)
+        context.update(notice=notice, error=error)
+        return render(request, "accounts/emails.html", status_code=status, **context)
+
+    return handler
+
+
+async def emails_page(request: Request) -> Response:
+    actor = require_actor(request)
+    context = await run_in_threadpool(_emails_context, runtime_of(request), actor)
+    return render(request, "accounts/emails.html", **context)
+
+
+async def verify_email_page(request: Request) -> Response:
+    """GET /.auth/verify-email?code=...: anonymous visitors sign in first and come back; the signed-in user
+    must be the one the link was sent to (see EmailVerificationService.verify)."""
+    code = request.query_params.get("code", "")
+    try:
+        actor = require_actor(request)
+    except Unauthenticated:
+        back = VERIFY_PATH + "?" + urlencode({"code": code})
+        return RedirectResponse("/sign-in?" + urlencode({"returnTo": back}), status_code=303)
+    runtime = runtime_of(request)
+    client_ip = request.client.host if request.client else ""
+    user_agent = request.headers.get("user-agent", "")
+    service = runtime.get(EmailVerificationService)
+    try:
+        result = await run_in_threadpool(lambda: service.verify(actor, code, ip=client_ip, user_agent=user_agent))
+    except CodewellError as exc:
+        return render(
+            request,
+            "accounts/verify_email.html",
+            status_code=exc.http_status,
+            email="",
+            error=exc.message,
+            hint=exc.hint or "",
+        )
+    return render(request, "accounts/verify_email.html", email=result.email, error="", hint="")
 
 
 # -- site admin ---------------------------------------------------------------------------------------------
@@ -214,6 +309,11 @@ def routes() -> list[BaseRoute]:
         Route("/settings/tokens", tokens_page, methods=["GET"]),
         Route("/settings/tokens", create_token_page, methods=["POST"]),
         Route("/settings/tokens/{token_id:int}/revoke", revoke_token_page, methods=["POST"]),
+        Route("/settings/emails", emails_page, methods=["GET"]),
+        Route("/settings/emails", emails_form(_add_email), methods=["POST"]),
+        Route("/settings/emails/resend", emails_form(_resend_email), methods=["POST"]),
+        Route("/settings/emails/remove", emails_form(_remove_email), methods=["POST"]),
+        Route(VERIFY_PATH, verify_email_page, methods=["GET"]),
         Route("/site-admin/users", admin_page("users"), methods=["GET"]),
         Route("/site-admin/users", admin_form(_create_user, "users"), methods=["POST"]),
         Route("/site-admin/users/{username}/admin", admin_form(_set_admin, "users"), methods=["POST"]),

@@ -15,6 +15,7 @@ from codewell.accounts.audit import AuditService
 from codewell.accounts.roles import RoleService
 from codewell.accounts.service import AccountService, User
 from codewell.accounts.tokens import SCOPE_USER_ALL, TokenService
+from codewell.accounts.verification import NOT_CONFIGURED, EmailVerificationService
 from codewell.auth.require import require_actor, require_interactive
 from codewell.auth.service import AuthService
 from codewell.core.actors import Actor
@@ -71,6 +72,7 @@ def _user_json(runtime: Runtime, actor: Actor, user: User) -> dict[str, Any]:
     body["roles"] = runtime.get(RoleService).roles_of_user(user.id, site_admin=user.site_admin)
     if actor.site_admin or actor.user_id == user.id:
         body["emails"] = [e.as_json() for e in runtime.get(AccountService).list_emails(actor, user.id)]
+        body["emailVerificationByLink"] = runtime.get(EmailVerificationService).mail_configured()
     return body
 
 
@@ -109,6 +111,10 @@ def create_user(request: Request, runtime: Runtime) -> Any:
         service_account=_field(body, "serviceAccount", bool, False),
         display_name=_field(body, "displayName", str, ""),
     )
+    email = _field(body, "email", str)
+    if email and not _field(body, "emailVerified", bool, False):
+        # Best effort (no-op without SMTP); POST .../emails/{email}/verification resends.
+        runtime.get(EmailVerificationService).after_email_added(actor, user.id, email)
     return _user_json(runtime, actor, user)
 
 
@@ -151,7 +157,22 @@ def add_email(request: Request, runtime: Runtime) -> Any:
     email = runtime.get(AccountService).add_email(
         actor, user.id, _field(body, "email", str, ""), verified=_field(body, "verified", bool, False)
     )
-    return email.as_json()
+    result = email.as_json()
+    # "sent" | "notConfigured" (admins mark it verified) | "failed" (resend later) | "alreadyVerified"
+    result["verification"] = runtime.get(EmailVerificationService).after_email_added(actor, user.id, email.email)
+    if result["verification"] == "notConfigured":
+        result["verificationMessage"] = f"{NOT_CONFIGURED[0]}: {NOT_CONFIGURED[1]}"
+    return result
+
+
+def resend_verification(request: Request, runtime: Runtime) -> Any:
+    actor = require_actor(request)
+    user = _user_param(runtime, request)
+    client = request.client.host if request.client else ""
+    runtime.get(EmailVerificationService).send_link(
+        actor, user.id, request.path_params["email"], ip=client, user_agent=request.headers.get("user-agent", "")
+    )
+    return {"email": request.path_params["email"].strip().lower(), "verification": "sent"}
 
 
 def update_email(request: Request, runtime: Runtime) -> Any:
@@ -291,6 +312,9 @@ def routes() -> list[BaseRoute]:
         Route("/.api/users/{username}/password-reset-link", threaded(reset_link, 201), methods=["POST"]),
         Route("/.api/users/{username}/emails", threaded(add_email, 201), methods=["POST"]),
         Route("/.api/users/{username}/emails/{email}", threaded(update_email), methods=["PATCH"]),
+        Route(
+            "/.api/users/{username}/emails/{email}/verification", threaded(resend_verification, 201), methods=["POST"]
+        ),
         Route("/.api/users/{username}/emails/{email}", threaded(remove_email), methods=["DELETE"]),
         Route("/.api/users/{username}/repos", threaded(user_repos), methods=["GET", "PUT"]),
         Route("/.api/tokens", threaded(list_tokens), methods=["GET"]),

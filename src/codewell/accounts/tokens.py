@@ -1,7 +1,7 @@
 """Access tokens: `cwp_` + 40 hex characters (20 random bytes), stored only as SHA-256 of the raw bytes.
 
 Revoked (soft-deleted), expired and deleted-user tokens stop authenticating on the next request, because
-every authentication reads the token row and its user.
+every authentication reads the token row and its user (no cache: another process may have revoked it).
 """
 
 from __future__ import annotations
@@ -9,16 +9,17 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select, update
 
 from codewell.accounts.audit import AuditService
 from codewell.accounts.models import AccessTokenRow, UserRow
-from codewell.accounts.service import AccountService, to_user
+from codewell.accounts.service import AccountService
 from codewell.core.actors import Actor
 from codewell.core.errors import InvalidInput, NotFound, PermissionDenied
 from codewell.db.base import utcnow
@@ -39,6 +40,27 @@ SCOPES: dict[str, str] = {
 # Writing last_used_at on every request would turn reads into writes; once a minute is precise enough.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 MAX_NOTE = 255
+# Built once: authentication runs on every request, and constructing the statement costs more than running it.
+_OWNER_QUERY = (
+    select(
+        AccessTokenRow.id,
+        AccessTokenRow.scopes,
+        AccessTokenRow.expires_at,
+        AccessTokenRow.last_used_at,
+        UserRow.id,
+        UserRow.username,
+        UserRow.site_admin,
+        UserRow.service_account,
+    )
+    .join(UserRow, UserRow.id == AccessTokenRow.user_id)
+    .where(AccessTokenRow.token_sha256 == bindparam("digest"), AccessTokenRow.deleted_at.is_(None))
+)
+_TOUCH = (
+    update(AccessTokenRow)
+    .where(AccessTokenRow.id == bindparam("token_id"))
+    .values(last_used_at=bindparam("now"))
+    .execution_options(synchronize_session=False)
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +123,8 @@ class TokenService:
         self.runtime = runtime
         self.accounts = runtime.get(AccountService)
         self.audit = runtime.get(AuditService)
+        self._touch_lock = threading.Lock()
+        self._touching: set[int] = set()
 
     @classmethod
     def create(cls, *args: Any, **kwargs: Any) -> Any:
@@ -157,28 +181,48 @@ class TokenService:
         return owner.actor if owner else None
 
     def authenticate_owner(self, raw: str) -> TokenOwner | None:
-        """Like `authenticate`, also naming the token; None for unknown, revoked, expired or orphaned tokens."""
+        """Like `authenticate`, also naming the token; None for unknown, revoked, expired or orphaned tokens.
+
+        Every call reads the token row and its user (one prepared Core select by hash, no ORM objects), so a
+        revocation, an expiry, a deleted user or a changed site-admin flag applies on the very next request,
+        in every process. `last_used_at` is written at most once a minute per token (see `_touch`).
+        """
         digest = token_digest(raw)
         if digest is None:
             return None
         now = utcnow()
-        with self.runtime.db.session() as session:
-            found = session.execute(
-                select(AccessTokenRow, UserRow)
-                .join(UserRow, UserRow.id == AccessTokenRow.user_id)
-                .where(AccessTokenRow.token_sha256 == digest, AccessTokenRow.deleted_at.is_(None))
-            ).first()
-            if found is None:
-                return None
-            token, user_row = found
-            if token.expires_at is not None and token.expires_at <= now:
-                return None
-            if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
-                token.last_used_at = now
-            actor = self.accounts.actor_for(
-                to_user(user_row), via="access_token", scopes=frozenset(token.scopes.split())
-            )
-            return TokenOwner(actor=actor, token_id=token.id)
+        with self.runtime.db.engine.connect() as connection:
+            found = connection.execute(_OWNER_QUERY, {"digest": digest}).first()
+        if found is None:
+            return None
+        token_id, scopes, expires_at, last_used_at, user_id, username, site_admin, service_account = found
+        if expires_at is not None and expires_at <= now:
+            return None
+        if last_used_at is None or now - last_used_at >= LAST_USED_RESOLUTION:
+            self._touch(token_id, now)
+        # The same Actor AccountService.actor_for builds, without materializing a User.
+        actor = Actor.user(
+            user_id,
+            username,
+            site_admin=site_admin,
+            service_account=service_account,
+            scopes=frozenset(scopes.split()),
+            via="access_token",
+        )
+        return TokenOwner(actor=actor, token_id=token_id)
+
+    def _touch(self, token_id: int, now: datetime) -> None:
+        """Record a use; concurrent requests of the same token in this process write it once, not each."""
+        with self._touch_lock:
+            if token_id in self._touching:
+                return
+            self._touching.add(token_id)
+        try:
+            with self.runtime.db.engine.begin() as connection:
+                connection.execute(_TOUCH, {"token_id": token_id, "now": now})
+        finally:
+            with self._touch_lock:
+                self._touching.discard(token_id)
 
     def list(self, actor: Actor, user_id: int, *, include_revoked: bool = False) -> list[TokenInfo]:
         """The user's tokens, newest first (the owner or a site admin); never the secrets."""

@@ -9,11 +9,12 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from codewell.accounts.service import AccountService, builtin_signup_allowed
+from codewell.accounts.service import AccountService, User, builtin_signup_allowed
 from codewell.auth.csrf import verify_form
 from codewell.auth.service import SESSION_LIFETIME, AuthService, ClientInfo
 from codewell.auth.sessions import SESSION_COOKIE
 from codewell.core.errors import CodewellError, PermissionDenied
+from codewell.runtime import Runtime
 from codewell.web.requests import actor_of, runtime_of
 from codewell.web.templates import render
 
@@ -115,7 +116,21 @@ async def sign_up_page(request: Request) -> Response:
     except CodewellError as exc:
         context.update(username=username, email=email, error=exc.message)
         return render(request, "auth/sign_up.html", status_code=exc.http_status, **context)
+    if email:
+        await run_in_threadpool(_send_first_verification_link, runtime, user)
     return _signed_in(request, cookie, "/")
+
+
+def _send_first_verification_link(runtime: Runtime, user: User) -> None:
+    """E-mail a verification link for the sign-up address when SMTP is configured (best effort: a failure
+    leaves the address unverified, and the user can resend it from /settings/emails)."""
+    from codewell.accounts.verification import EmailVerificationService
+
+    accounts = runtime.get(AccountService)
+    actor = accounts.actor_for(user, via="session")
+    for address in accounts.list_emails(actor, user.id):
+        if not address.verified:
+            runtime.get(EmailVerificationService).after_email_added(actor, user.id, address.email)
 
 
 async def sign_out(request: Request) -> Response:

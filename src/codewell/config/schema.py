@@ -29,6 +29,26 @@ class LockoutConfig(Strict):
     lockout_period: int = Field(1800, alias="lockoutPeriod", ge=1)
 
 
+class SmtpConfig(Strict):
+    """An SMTP relay for outgoing mail (e-mail verification links); see docs/configuration.md, `email.smtp`."""
+
+    host: str = Field(min_length=1, max_length=255)
+    port: int = Field(587, ge=1, le=65535)
+    username: str | None = Field(None, min_length=1)
+    password: str | None = Field(None, min_length=1)
+    password_env: str | None = Field(None, alias="passwordEnv", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    tls: Literal["none", "starttls", "tls"] = "starttls"
+    timeout_seconds: int = Field(10, alias="timeoutSeconds", ge=1, le=300)
+
+    @model_validator(mode="after")
+    def _check_credentials(self) -> SmtpConfig:
+        if self.password is not None and self.password_env is not None:
+            raise ValueError("set either password or passwordEnv, not both")
+        if (self.password is not None or self.password_env is not None) and self.username is None:
+            raise ValueError("a password needs a username")
+        return self
+
+
 class RepoSourceBase(Strict):
     """Options every repository source kind shares (see docs/configuration.md, `repositories`)."""
 
@@ -74,6 +94,11 @@ class SiteConfig(Strict):
     auth_lockout: LockoutConfig = Field(default_factory=LockoutConfig, alias="auth.lockout")
     auth_password_reset_link_expiry: int = Field(14400, alias="auth.passwordResetLinkExpiry", ge=60)
     auth_public: bool = Field(False, alias="auth.public")
+    email_smtp: SmtpConfig | None = Field(None, alias="email.smtp")
+    email_sender_address: str | None = Field(
+        None, alias="email.senderAddress", pattern=r"^[^@\s<>]{1,64}@[^@\s<>]+\.[^@\s<>]+$"
+    )
+    email_verification_link_expiry: int = Field(86400, alias="email.verificationLinkExpiry", ge=300, le=30 * 86400)
     mcp_enabled: bool = Field(True, alias="mcp.enabled")
     mcp_tools_disabled: list[str] = Field(default_factory=list, alias="mcp.tools.disabled")
     repositories: list[RepoSource] = Field(default_factory=list, alias="repositories")
@@ -93,6 +118,12 @@ class SiteConfig(Strict):
     def _check_providers(cls, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         parse_providers(value)  # raises ValueError naming each bad entry and field
         return value
+
+    @model_validator(mode="after")
+    def _check_email(self) -> SiteConfig:
+        if self.email_smtp is not None and self.email_sender_address is None:
+            raise ValueError("email.smtp needs email.senderAddress (the From address of outgoing mail)")
+        return self
 
     @model_validator(mode="after")
     def _typed_providers(self) -> SiteConfig:

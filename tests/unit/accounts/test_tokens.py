@@ -93,6 +93,28 @@ def test_deleted_users_tokens_stop_working(runtime: Runtime, tokens: TokenServic
     assert tokens.authenticate(raw) is None
 
 
+def test_flag_changes_and_revocation_by_another_process_apply_on_the_next_authentication(
+    runtime: Runtime, tokens: TokenService
+) -> None:
+    """Nothing about a token is cached in the process: another process (here a second Runtime on the same
+    database, like the CLI) demoting the owner or revoking the token is seen by the very next request."""
+    make_user(runtime, "keeper", site_admin=True)  # demoting the last site admin is refused
+    alice = make_user(runtime, "alice", site_admin=True)
+    raw = make_token(runtime, alice)
+    assert (actor := tokens.authenticate(raw)) is not None
+    assert actor.site_admin
+    other = Runtime.open(runtime.settings)
+    try:
+        other.get(AccountService).set_site_admin(INTERNAL, alice.id, False)
+        assert (actor := tokens.authenticate(raw)) is not None
+        assert not actor.site_admin
+        token_id = other.get(TokenService).list(INTERNAL, alice.id)[0].id
+        other.get(TokenService).revoke(INTERNAL, token_id)
+    finally:
+        other.close()
+    assert tokens.authenticate(raw) is None
+
+
 def test_last_used_at_is_written_at_most_once_a_minute(runtime: Runtime, tokens: TokenService) -> None:
     alice = make_user(runtime, "alice")
     raw = make_token(runtime, alice)

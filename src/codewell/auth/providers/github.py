@@ -8,7 +8,7 @@ from urllib.parse import urlparse
 from authlib.integrations.requests_client import OAuth2Session
 
 from codewell.auth.identities import ExternalAccount
-from codewell.auth.providers.oauth import CodeHostClient, FilterRefused
+from codewell.auth.providers.oauth import CodeHostClient, FilterRefused, page_entries
 from codewell.config.providers import GitHubProvider
 
 # GitHub lists organizations whose SAML SSO the token has not been authorized for in this response header.
@@ -46,7 +46,7 @@ class GitHubClient(CodeHostClient[GitHubProvider]):
     def fetch_account(self, http: OAuth2Session, token: dict[str, Any]) -> ExternalAccount:
         api = api_base(self.provider.url)
         user = self.get_json(http, f"{api}user")
-        emails = self.get_json(http, f"{api}user/emails", per_page=100)
+        emails = list(self.get_all(http, f"{api}user/emails", per_page=100))
         verified = tuple(
             e["email"]
             for e in sorted(emails, key=lambda e: not e.get("primary"))
@@ -69,9 +69,13 @@ class GitHubClient(CodeHostClient[GitHubProvider]):
         if not (provider.allow_orgs or provider.allow_orgs_map or provider.required_sso_orgs):
             return
         api = api_base(provider.url)
-        response = self.get(http, f"{api}user/orgs", per_page=100)
-        self._check_sso(unauthorized_sso_orgs(response.headers.get(SSO_HEADER, "")))
-        orgs = {str(o.get("login", "")).lower() for o in response.json()}
+        orgs: set[str] = set()
+        unauthorized: set[str] = set()
+        for response in self.get_pages(http, f"{api}user/orgs", per_page=100):
+            # Every page carries the SSO header; the SSO check needs all of them before deciding.
+            unauthorized |= unauthorized_sso_orgs(response.headers.get(SSO_HEADER, ""))
+            orgs |= {str(o.get("login", "")).lower() for o in page_entries(self.kind, response)}
+        self._check_sso(unauthorized)
         if not (provider.allow_orgs or provider.allow_orgs_map):
             return
         # Organizations first; teams only when the user is in none of the listed organizations.
@@ -86,7 +90,7 @@ class GitHubClient(CodeHostClient[GitHubProvider]):
 
     def _in_listed_team(self, http: OAuth2Session, api: str) -> bool:
         wanted = {org.lower(): set(teams) for org, teams in self.provider.allow_orgs_map.items()}
-        for team in self.get_json(http, f"{api}user/teams", per_page=100):
+        for team in self.get_all(http, f"{api}user/teams", per_page=100):
             org = str((team.get("organization") or {}).get("login", "")).lower()
             # Display names must match exactly; a parent team does not admit members of its subteams.
             if team.get("name") in wanted.get(org, set()):

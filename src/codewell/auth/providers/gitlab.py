@@ -42,7 +42,7 @@ class GitLabClient(CodeHostClient[GitLabProvider]):
         verified: list[str] = []
         if user.get("email") and user.get("confirmed_at"):
             verified.append(str(user["email"]))
-        for entry in self.get_json(http, f"{api}user/emails"):
+        for entry in self.get_all(http, f"{api}user/emails", per_page=100):
             email = str(entry.get("email", ""))
             if email and entry.get("confirmed_at") and email not in verified:
                 verified.append(email)
@@ -63,8 +63,8 @@ class GitLabClient(CodeHostClient[GitLabProvider]):
         if not allowed:
             return
         # min_access_level=Guest leaves out groups where the user only has Minimal Access.
-        groups = self.get_json(http, f"{self.provider.url}api/v4/groups", min_access_level=GUEST_ACCESS, per_page=100)
-        if any(str(g.get("full_path", "")) in allowed for g in groups):
+        groups = self.get_all(http, f"{self.provider.url}api/v4/groups", min_access_level=GUEST_ACCESS, per_page=100)
+        if any(str(g.get("full_path", "")) in allowed for g in groups):  # stops reading pages at the first match
             return
         raise FilterRefused(
             f"The GitLab account {account.username!r} does not have at least Guest access in a group allowed "

@@ -7,8 +7,11 @@ sign-up filters (organizations, teams, groups, SSO) through the host's REST API 
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from typing import Any, ClassVar, Generic, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import requests
 from authlib.integrations.requests_client import OAuth2Session
@@ -19,6 +22,10 @@ from codewell.config.providers import OAuthCodeHostProvider
 from codewell.core.errors import PermissionDenied, Unavailable
 
 HTTP_TIMEOUT = 15.0
+# Lists (organizations, teams, groups, e-mails) are read at most this many pages deep (5,000 entries at
+# per_page=100): a bound on the sign-in's latency. Past it, a membership not yet seen counts as absent.
+MAX_PAGES = 50
+log = logging.getLogger(__name__)
 P = TypeVar("P", bound=OAuthCodeHostProvider)
 
 
@@ -104,6 +111,54 @@ class CodeHostClient(ABC, Generic[P]):
         if response.status_code >= 400:
             raise ProviderError(f"{self.kind} answered {response.status_code} for {url}")
         return response
+
+    def get_pages(self, http: OAuth2Session, url: str, **params: Any) -> Iterator[requests.Response]:
+        """Each page of a list endpoint, first to last, following the host's pagination: the
+        `Link: <...>; rel="next"` header (GitHub, GitLab) or GitLab's `X-Next-Page`. Stops after MAX_PAGES
+        pages; ProviderError when a next link points at another origin (the token must not travel there)."""
+        response = self.get(http, url, **params)
+        yield response
+        for _ in range(MAX_PAGES - 1):
+            next_url = next_page_url(response, url)
+            if next_url is None:
+                return
+            response = self.get(http, next_url)
+            yield response
+        if next_page_url(response, url) is not None:
+            log.warning("%s: %s has more than %d pages; the rest is not read", self.kind, url, MAX_PAGES)
+
+    def get_all(self, http: OAuth2Session, url: str, **params: Any) -> Iterator[Any]:
+        """The entries of every page of a JSON-array list endpoint (lazily: callers may stop early)."""
+        for response in self.get_pages(http, url, **params):
+            yield from page_entries(self.kind, response)
+
+
+def page_entries(kind: str, response: requests.Response) -> list[Any]:
+    """The JSON array of one list page; ProviderError for any other body."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, list):
+        raise ProviderError(f"{kind} answered {response.url} with something other than a JSON list")
+    return body
+
+
+def next_page_url(response: requests.Response, first_url: str) -> str | None:
+    """The URL of the page after `response`, or None on the last page. A `rel="next"` link wins; else GitLab's
+    `X-Next-Page` (empty on the last page) replaces the `page` parameter of the request's URL."""
+    origin = urlsplit(first_url)[:2]
+    link = response.links.get("next", {}).get("url")
+    if link:
+        if urlsplit(link)[:2] != origin:
+            raise ProviderError(f"the pagination link of {first_url} points at another host")
+        return str(link)
+    following = response.headers.get("X-Next-Page", "").strip()
+    if not following.isdigit():
+        return None
+    parts = urlsplit(response.request.url or first_url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "page"]
+    return urlunsplit((*parts[:3], urlencode([*query, ("page", following)]), ""))
 
 
 def _short(exc: BaseException) -> str:
