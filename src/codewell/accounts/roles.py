@@ -7,6 +7,7 @@ so a change takes effect on the next request.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Self
 
@@ -61,10 +62,22 @@ class RoleService:
         self.runtime = runtime
         self.audit = runtime.get(AuditService)
         self._system_roles_ready = False
+        self._change_listeners: list[Callable[[], None]] = []
 
     @classmethod
     def create(cls, runtime: Runtime) -> Self:
         return cls(runtime)
+
+    def add_change_listener(self, listener: Callable[[], None]) -> None:
+        """Call `listener()` after every role, permission or assignment change made in this process
+        (the MCP server drops its cached MCP#ACCESS answers, so a change applies on the next request)."""
+        if listener not in self._change_listeners:
+            self._change_listeners.append(listener)
+
+    def _record_change(self, action: str, *, actor: Actor, details: dict[str, object]) -> None:
+        for listener in list(self._change_listeners):
+            listener()
+        self.audit.record("accounts.role", action, actor=actor, details=details)
 
     # -- queries ------------------------------------------------------------------------------------------
     def ensure_system_roles(self) -> None:
@@ -158,7 +171,7 @@ class RoleService:
             session.add_all(RolePermissionRow(role_id=row.id, permission=p) for p in perms)
             session.flush()
             role = self._role(session, row)
-        self.audit.record("accounts.role", "created", actor=actor, details={"role": name, "permissions": perms})
+        self._record_change("created", actor=actor, details={"role": name, "permissions": perms})
         return role
 
     def rename_role(self, actor: Actor, name: str, new_name: str) -> Role:
@@ -177,7 +190,7 @@ class RoleService:
             row.name = new_name
             session.flush()
             role = self._role(session, row)
-        self.audit.record("accounts.role", "renamed", actor=actor, details={"role": name, "newName": new_name})
+        self._record_change("renamed", actor=actor, details={"role": name, "newName": new_name})
         return role
 
     def delete_role(self, actor: Actor, name: str) -> None:
@@ -189,7 +202,7 @@ class RoleService:
             if row.system:
                 raise InvalidInput(f"the system role {row.name!r} cannot be deleted")
             session.delete(row)
-        self.audit.record("accounts.role", "deleted", actor=actor, details={"role": name})
+        self._record_change("deleted", actor=actor, details={"role": name})
 
     def set_permission(self, actor: Actor, name: str, permission: str, *, granted: bool) -> Role:
         """Add (`granted=True`) or remove a permission from any role, `User` included; idempotent."""
@@ -212,7 +225,7 @@ class RoleService:
             session.flush()
             role = self._role(session, row)
         action = "permissionAdded" if granted else "permissionRemoved"
-        self.audit.record("accounts.role", action, actor=actor, details={"role": row.name, "permission": permission})
+        self._record_change(action, actor=actor, details={"role": row.name, "permission": permission})
         return role
 
     def set_assignment(self, actor: Actor, name: str, user_id: int, *, assigned: bool) -> None:
@@ -236,7 +249,7 @@ class RoleService:
                 )
             username = user.username
         action = "assigned" if assigned else "unassigned"
-        self.audit.record("accounts.role", action, actor=actor, details={"role": row.name, "user": username})
+        self._record_change(action, actor=actor, details={"role": row.name, "user": username})
 
     # -- helpers ------------------------------------------------------------------------------------------
     @staticmethod

@@ -234,6 +234,24 @@ async def test_caller_without_mcp_access_gets_403(served: Served) -> None:
     assert (response.status_code, response.text) == (403, "forbidden")
 
 
+async def test_demoted_site_admin_loses_access_on_the_very_next_request(served: Served) -> None:
+    """Site admins skip the (cached) permission lookup; the flag comes with the credential on each request,
+    so taking it away applies at once, not after the permission cache's lifetime."""
+    from codewell.accounts.roles import RoleService
+    from codewell.accounts.service import AccountService
+
+    served.user("keeper", site_admin=True)  # demoting the last site admin is refused
+    root = served.user("root", site_admin=True)
+    token = served.token(root)
+    roles = served.runtime.get(RoleService)
+    roles.set_permission(INTERNAL, "User", "MCP#ACCESS", granted=False)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    assert rpc(served, body, token).status_code == 200
+    served.runtime.get(AccountService).set_site_admin(INTERNAL, root.id, False)
+    response = rpc(served, body, token)
+    assert (response.status_code, response.text) == (403, "forbidden")
+
+
 async def test_host_origin_body_and_protocol_guards(served: Served) -> None:
     token = served.token(served.user("alice"))
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}

@@ -43,3 +43,28 @@ def test_other_api_paths_get_no_oauth_challenge(client: TestClient) -> None:
     response = client.get("/.api/repos", headers={"Authorization": "Bearer cwp_" + "0" * 40})
     assert response.status_code == 401
     assert "www-authenticate" not in response.headers
+
+
+def test_mcp_access_restriction_applies_on_the_next_request(client: TestClient, runtime: Runtime) -> None:
+    """The spec's recipe: remove MCP#ACCESS from User, grant it through a custom role to chosen users."""
+    from codewell.accounts.roles import RoleService
+
+    alice, bob = make_user(runtime, "alice"), make_user(runtime, "bob")
+    headers = {**ACCEPT, "Host": runtime.external_url.split("://", 1)[1]}
+    alice_h, bob_h = (
+        {**headers, **auth_headers(make_token(runtime, alice))},
+        {**headers, **auth_headers(make_token(runtime, bob))},
+    )
+    assert client.post("/.api/mcp", json=LIST_TOOLS, headers=alice_h).status_code == 200
+    assert client.post("/.api/mcp", json=LIST_TOOLS, headers=bob_h).status_code == 200
+    roles = runtime.get(RoleService)
+    roles.set_permission(INTERNAL, "User", "MCP#ACCESS", granted=False)
+    roles.create_role(INTERNAL, "mcp-users", ("MCP#ACCESS",))
+    roles.set_assignment(INTERNAL, "mcp-users", alice.id, assigned=True)
+    # No waiting for a cache to expire: both answers change at once.
+    assert client.post("/.api/mcp", json=LIST_TOOLS, headers=alice_h).status_code == 200
+    denied = client.post("/.api/mcp", json=LIST_TOOLS, headers=bob_h)
+    assert denied.status_code == 403
+    assert denied.text == "forbidden"
+    roles.set_assignment(INTERNAL, "mcp-users", alice.id, assigned=False)
+    assert client.post("/.api/mcp", json=LIST_TOOLS, headers=alice_h).status_code == 403
