@@ -15,6 +15,7 @@ from rich.table import Table
 from codewell.cli.common import fail, handle_errors, open_runtime
 from codewell.core.actors import INTERNAL
 from codewell.repos.service import RepoService, SyncOutcome
+from codewell.runtime import Runtime
 
 console = Console()
 
@@ -107,13 +108,23 @@ def list_(ctx: click.Context, query: str, limit: int) -> None:
 @handle_errors
 def status(ctx: click.Context, name: str | None) -> None:
     """Sync state, last fetch, size and last error of every repository (or of NAME)."""
-    service = open_runtime(ctx).get(RepoService)
+    runtime = open_runtime(ctx)
+    service = runtime.get(RepoService)
     repos_ = [service.get(INTERNAL, name)] if name else service.all_repos(INTERNAL)
-    table = Table("name", "state", "default branch", "last fetched (UTC)", "size", "last error")
+    index = _index_states(runtime, name)
+    table = Table("name", "state", "default branch", "last fetched (UTC)", "size", "index", "last error")
     for repo in repos_:
         fetched = repo.last_fetched_at.strftime("%Y-%m-%d %H:%M:%S") if repo.last_fetched_at else "-"
         size = f"{repo.size_bytes / 1e6:.1f} MB" if repo.size_bytes is not None else "-"
-        table.add_row(repo.name, repo.sync_state, repo.default_branch or "-", fetched, size, repo.last_error or "")
+        table.add_row(
+            repo.name,
+            repo.sync_state,
+            repo.default_branch or "-",
+            fetched,
+            size,
+            index.get(repo.name, "-"),
+            repo.last_error or "",
+        )
     console.print(table)
     for error in service.source_errors:
         click.echo(f"source error: {error}", err=True)
@@ -142,3 +153,14 @@ def sync_(ctx: click.Context, name: str | None) -> None:
     names = [service.get(INTERNAL, name).name] if name else [r.name for r in service.all_repos(INTERNAL)]
     _report(_sync_with_progress(service, names))
     click.echo(f"synced {len(names)} repositories")
+
+
+def _index_states(runtime: Runtime, name: str | None) -> dict[str, str]:
+    """Repository name → its search index state ("indexed 1234 files", "not indexed", "failed: ...")."""
+    from codewell.search.service import SearchService  # search builds on repos: imported only when used
+
+    states = {}
+    for s in runtime.get(SearchService).status(INTERNAL, name):
+        label = f"indexed {s.documents} files" if s.state == "indexed" else s.state
+        states[s.repo] = f"{label}: {s.error}" if s.error else label
+    return states

@@ -27,6 +27,11 @@ def test_index_status_and_search(tmp_path: Path, database_url: str) -> None:
     status = run(data, "index", "--status", database_url=database_url)
     assert "local/proj" in status.stdout
     assert "indexed" in status.stdout
+    # `codewell repos status` shows the index state next to the sync state.
+    repos_status = run(data, "repos", "status", database_url=database_url)
+    assert repos_status.returncode == 0, repos_status.stderr
+    row = next(line for line in repos_status.stdout.splitlines() if "local/proj" in line)
+    assert "indexed 1 files" in row
     found = run(data, "search", "needle_function", database_url=database_url)
     assert found.returncode == 0, found.stderr
     assert found.stdout.startswith("# local/proj – src/a.py\n1: def needle_function():")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from codewell.search.index.builder import SourceDoc, build_shard, skip_reason
 from codewell.search.index.shard import Shard
 from codewell.search.query.parser import parse_query
@@ -53,3 +55,27 @@ def test_branch_membership_shares_blobs(tmp_path: Path) -> None:
         found = search_shard(shard, parse_query("only"), branch=branch, limit=None, deadline=time.monotonic() + 5)
         assert [shard.paths[h.doc] for h in found.hits] == expected
     assert shard.doc_count == 2
+
+
+def test_pipelined_parallel_build_equals_inline_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks handed to worker processes while reading, and partitions merged there, give the same shard."""
+    from codewell.search.index import builder
+
+    docs = [
+        SourceDoc(
+            f"d{i:03}.c", f"int Needle{i};\nreturn {i * 7919 % 1000};\n".encode() * (i % 5 + 1), 0, frozenset({"main"})
+        )
+        for i in range(400)
+    ]
+    inline = build_shard(tmp_path / "inline", {"repo": "r"}, docs, workers=1)
+    monkeypatch.setattr(builder, "_CHUNK_BYTES", 1000)
+    monkeypatch.setattr(builder, "_MERGE_GROUP", 5)
+    pooled = build_shard(tmp_path / "pooled", {"repo": "r"}, docs, workers=2)
+    names = sorted(p.name for p in inline.iterdir())
+    assert names == sorted(p.name for p in pooled.iterdir())
+    assert "postings.bin" in names
+    for name in names:
+        assert (inline / name).read_bytes() == (pooled / name).read_bytes(), name
+    shard = Shard.open(pooled)
+    found = search_shard(shard, parse_query("needle399;"), branch="main", limit=None, deadline=time.monotonic() + 5)
+    assert [shard.paths[h.doc] for h in found.hits] == ["d399.c"]

@@ -174,3 +174,87 @@ def test_fan_out_over_shards_equals_sequential(tmp_path: Path, monkeypatch: pyte
         [(h.doc, h.lines) for h in r.hits] for r in sequential
     ]
     assert [r.match_count for r in fanned] == [8, 16, 24]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(corpus, tree, st.booleans())
+def test_vectorized_line_mapping_equals_brute_force(docs: list[str], node: Node, case_sensitive: bool) -> None:
+    """The vectorized offset → line search (used for many matches) agrees with the reference too."""
+    from codewell.search import searcher
+
+    saved = searcher._FEW_OFFSETS
+    searcher._FEW_OFFSETS = 0
+    try:
+        got, want = run(docs, node, case_sensitive)
+    finally:
+        searcher._FEW_OFFSETS = saved
+    assert got == want
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(corpus, tree, st.booleans(), st.sampled_from(["^d0/", "^d1/", "f1", "d0/f[02]"]))
+def test_file_filter_then_trigrams_equals_brute_force(
+    docs: list[str], node: Node, case_sensitive: bool, file_regex: str
+) -> None:
+    """A file: filter narrows the documents before content work; results are the reference's, filtered."""
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = [f"d{i % 2}/f{i}.txt" for i in range(len(docs))]
+        sources = [SourceDoc(p, d.encode(), len(d), frozenset({"main"})) for p, d in zip(paths, docs, strict=True)]
+        shard = Shard.open(build_shard(Path(tmp) / "s", {"repo": "r"}, sources))
+        q = Query(expr=node, case_sensitive=case_sensitive, files=(file_regex,))
+        result = search_shard(shard, q, branch="main", limit=None, deadline=time.monotonic() + 30)
+        got = {shard.paths[h.doc]: {line - int(shard.line_base[h.doc]) + 1 for line in h.lines} for h in result.hits}
+    flags = 0 if case_sensitive else re.IGNORECASE
+    want: dict[str, set[int]] = {}
+    for path, d in zip(paths, docs, strict=True):
+        if not re.search(file_regex, path, flags):
+            continue
+        ok, found = reference(node, lines_of(d), flags)
+        if ok and (found or _has_negation_only_match(node)):
+            want[path] = found
+    assert got == want
+
+
+class _NoPool:
+    """A pool that fails the test if anything is submitted to it."""
+
+    def submit(self, *args: object) -> None:
+        raise AssertionError("a selective query was sent to the process pool")
+
+
+def test_selective_queries_skip_the_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Filters and trigram candidates are applied before the parallel split: small selections stay local."""
+    from codewell.search import searcher
+
+    docs = [
+        SourceDoc(
+            f"{'fs/ext4' if i < 3 else 'drivers'}/d{i:03}.c",
+            f"int x{i};\nmutex_lock(&m{i % 4});\n".encode(),
+            0,
+            frozenset({"main"}),
+        )
+        for i in range(300)
+    ]
+    shard = Shard.open(build_shard(tmp_path / "s", {"repo": "r"}, docs))
+    # The whole shard is "big", but the filtered selection (3 small documents) is not.
+    monkeypatch.setattr(searcher, "PARALLEL_MIN_BYTES", 1000)
+    deadline = time.monotonic() + 30
+    filtered = Query(expr=Pattern(re.escape("mutex_lock"), "mutex_lock", False, 0), files=("^fs/ext4/",))
+    found = searcher.search_shard_parallel(
+        shard, filtered, branch="main", limit=None, deadline=deadline, pool=_NoPool(), parts=2
+    )
+    assert [shard.paths[h.doc] for h in found.hits] == ["fs/ext4/d000.c", "fs/ext4/d001.c", "fs/ext4/d002.c"]
+    assert found.match_count == 3
+    rare = Query(expr=Pattern(re.escape("x42;"), "x42;", False, 0))
+    many = searcher.search_many([(shard, "main"), (shard, "main")], rare, deadline=deadline, pool=_NoPool(), parts=2)
+    assert [[shard.paths[h.doc] for h in r.hits] for r in many] == [["drivers/d042.c"], ["drivers/d042.c"]]
+    with pytest.raises(AssertionError, match="process pool"):
+        searcher.search_shard_parallel(
+            shard,
+            Query(expr=Pattern("int", "int", False, 0)),
+            branch="main",
+            limit=None,
+            deadline=deadline,
+            pool=_NoPool(),
+            parts=2,
+        )

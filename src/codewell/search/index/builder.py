@@ -9,7 +9,6 @@ membership) and `meta.json`. The shard is written to `<dir>.tmp` and renamed int
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import shutil
@@ -38,6 +37,10 @@ _PART_SHIFT = 16  # the first byte of the trigram chooses the partition (keeps k
 _RAW_MAX = 8
 _BATCH_BYTES = 8 << 20
 _BATCH_DOCS = 256
+# Content is handed to trigram extraction in chunks of this size while later documents are still read.
+_CHUNK_BYTES = 48 << 20
+# Partitions merged per pool task: small enough to balance the uneven partitions over the workers.
+_MERGE_GROUP = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +88,11 @@ def build_shard(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
-        info = _write_content(tmp, docs, progress)
-        _write_postings(tmp, info.paths, workers)
+        with _Trigrams(tmp, workers) as trigrams:
+            # Trigram extraction of each written chunk runs in the pool while later documents are read.
+            info = _write_content(tmp, docs, progress, trigrams.submit)
+            trigrams.wait()
+            _write_postings(tmp, trigrams)
         branches = {name: _serialize_ids(ids) for name, ids in info.branches.items()}
         (tmp / "docs.json").write_text(
             json.dumps({"paths": info.paths, "languages": info.languages, "skipped": info.skipped, "sizes": info.sizes})
@@ -111,9 +117,20 @@ def _serialize_ids(ids: list[int]) -> str:
     return BitMap(ids).serialize().hex()
 
 
-def _write_content(out: Path, docs: Iterable[SourceDoc], progress: Callable[[int, int], None] | None) -> _Docs:
+def _write_content(
+    out: Path,
+    docs: Iterable[SourceDoc],
+    progress: Callable[[int, int], None] | None,
+    on_chunk: Callable[[int, np.ndarray, bool], None],
+) -> _Docs:
+    """Write content.bin and the line tables; hand every ~_CHUNK_BYTES of written documents to `on_chunk`.
+
+    `on_chunk(first_doc, starts, final)` gets the absolute content offsets of documents first_doc.. (one
+    more than the documents) once their bytes are flushed to the file.
+    """
     info = _Docs()
     starts: list[int] = [0]
+    chunk_lo = 0
     line_base: list[int] = [0]
     newline_chunks: list[np.ndarray] = []
     offset = 0
@@ -139,8 +156,15 @@ def _write_content(out: Path, docs: Iterable[SourceDoc], progress: Callable[[int
                 offset += len(data)
             starts.append(offset)
             line_base.append(lines)
+            if offset - starts[chunk_lo] >= _CHUNK_BYTES:
+                content.flush()
+                on_chunk(chunk_lo, np.asarray(starts[chunk_lo:], dtype=np.int64), False)
+                chunk_lo = doc_id + 1
             if progress is not None and doc_id % 256 == 0:
                 progress(doc_id + 1, offset)
+        content.flush()
+        if chunk_lo < len(info.paths):
+            on_chunk(chunk_lo, np.asarray(starts[chunk_lo:], dtype=np.int64), True)
     if progress is not None:
         progress(len(info.paths), offset)
     np.save(out / "starts.npy", np.asarray(starts, dtype=np.uint64))
@@ -150,44 +174,114 @@ def _write_content(out: Path, docs: Iterable[SourceDoc], progress: Callable[[int
     return info
 
 
-def _write_postings(out: Path, paths: list[str], workers: int) -> None:
-    starts = np.load(out / "starts.npy")
-    total = int(starts[-1])
-    n_docs = len(paths)
-    parts_dir = Path(tempfile.mkdtemp(prefix="parts-", dir=out))
-    ranges = _split_docs(starts, workers if total > 32 * _BATCH_BYTES else 1)
-    if len(ranges) > 1:
-        with ProcessPoolExecutor(len(ranges), mp_context=get_context("spawn")) as pool:
-            futures = [
-                pool.submit(trigram_keys, str(out), lo, hi, str(parts_dir / f"w{i}"))
-                for i, (lo, hi) in enumerate(ranges)
-            ]
-            for f in futures:
-                f.result()
-    elif n_docs:
-        trigram_keys(str(out), 0, n_docs, str(parts_dir / "w0"))
+class _Trigrams:
+    """Trigram keys of written content chunks, computed in worker processes (or inline for small repos).
+
+    Each chunk writes its own partition files `c<n>.p<partition>` under `parts_dir`; the pool is only
+    started once a repository proves big enough (a chunk is handed over before the last document).
+    """
+
+    def __init__(self, out: Path, workers: int) -> None:
+        self.out = out
+        self.workers = workers
+        self.parts_dir = Path(tempfile.mkdtemp(prefix="parts-", dir=out))
+        self.pool: ProcessPoolExecutor | None = None
+        self.futures: list[Any] = []
+        self.chunks = 0
+
+    def __enter__(self) -> _Trigrams:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+        shutil.rmtree(self.parts_dir, ignore_errors=True)
+
+    def submit(self, doc_lo: int, starts: np.ndarray, final: bool) -> None:
+        prefix = str(self.parts_dir / f"c{self.chunks:05}")
+        self.chunks += 1
+        if self.pool is None and self.workers > 1 and not final:
+            self.pool = ProcessPoolExecutor(self.workers, mp_context=get_context("spawn"))
+        content = str(self.out / "content.bin")
+        if self.pool is None:
+            trigram_keys(content, starts, doc_lo, prefix)
+        else:
+            self.futures.append(self.pool.submit(trigram_keys, content, starts, doc_lo, prefix))
+
+    def wait(self) -> None:
+        for future in self.futures:
+            future.result()
+
+
+def _write_postings(out: Path, trigrams: _Trigrams) -> None:
+    """Merge the chunks' partition files into the sorted trigram table and postings.bin.
+
+    Groups of partitions are merged in the pool when there is one; their outputs are concatenated in
+    partition order, so trigram keys stay globally sorted.
+    """
+    groups = (
+        [(lo, min(lo + _MERGE_GROUP, _PARTITIONS)) for lo in range(0, _PARTITIONS, _MERGE_GROUP)]
+        if trigrams.pool is not None
+        else [(0, _PARTITIONS)]
+    )
+    parts_dir = str(trigrams.parts_dir)
+    if trigrams.pool is not None:
+        results = list(
+            trigrams.pool.map(merge_partitions, *zip(*[(parts_dir, lo, hi) for lo, hi in groups], strict=True))
+        )
+    else:
+        results = [merge_partitions(parts_dir, lo, hi) for lo, hi in groups]
     keys_out: list[np.ndarray] = []
     offs_out: list[np.ndarray] = []
     raw_out: list[np.ndarray] = []
     position = 0
     with open(out / "postings.bin", "wb") as postings:
-        for part in range(_PARTITIONS):
-            files = sorted(parts_dir.glob(f"w*.p{part}"))
+        for (lo, _hi), (keys, offs, raw, size) in zip(groups, results, strict=True):
+            chunk = Path(parts_dir) / f"m{lo:03}.bin"
+            with open(chunk, "rb") as f:
+                shutil.copyfileobj(f, postings, 16 << 20)
+            chunk.unlink()
+            keys_out.append(keys)
+            offs_out.append(offs + np.uint64(position))
+            raw_out.append(raw)
+            position += size
+    tri_keys = np.concatenate(keys_out) if keys_out else np.zeros(0, dtype=np.uint32)
+    tri_offs = np.concatenate([*offs_out, np.asarray([position], dtype=np.uint64)])
+    tri_raw = np.concatenate(raw_out) if raw_out else np.zeros(0, dtype=np.bool_)
+    np.save(out / "tri_keys.npy", tri_keys.astype(np.uint32))
+    np.save(out / "tri_offs.npy", tri_offs.astype(np.uint64))
+    np.save(out / "tri_raw.npy", tri_raw.astype(np.bool_))
+
+
+def merge_partitions(parts_dir: str, part_lo: int, part_hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Merge partitions [part_lo, part_hi) into `m<part_lo>.bin`; return (keys, offsets, raw flags, size).
+
+    Runs in a worker process; offsets are relative to the start of this group's postings file.
+    """
+    keys_out: list[np.ndarray] = []
+    offs_out: list[np.ndarray] = []
+    raw_out: list[np.ndarray] = []
+    position = 0
+    directory = Path(parts_dir)
+    with open(directory / f"m{part_lo:03}.bin", "wb") as postings:
+        for part in range(part_lo, part_hi):
+            files = sorted(directory.glob(f"c*.p{part}"))
             arrays = [np.fromfile(f, dtype=np.uint64) for f in files]
             if not arrays:
                 continue
             keys = np.sort(np.concatenate(arrays))
             del arrays
+            for f in files:
+                f.unlink()
             if not len(keys):
                 continue
             position = _write_partition(keys, postings, position, keys_out, offs_out, raw_out)
-    shutil.rmtree(parts_dir, ignore_errors=True)
-    tri_keys = np.concatenate(keys_out) if keys_out else np.zeros(0, dtype=np.uint32)
-    tri_offs = np.concatenate([*offs_out, np.asarray([position], dtype=np.uint64)])
-    tri_raw = np.concatenate(raw_out) if raw_out else np.zeros(0, dtype=np.bool_)
-    np.save(out / "tri_keys.npy", tri_keys)
-    np.save(out / "tri_offs.npy", tri_offs)
-    np.save(out / "tri_raw.npy", tri_raw)
+    return (
+        np.concatenate(keys_out) if keys_out else np.zeros(0, dtype=np.uint32),
+        np.concatenate(offs_out) if offs_out else np.zeros(0, dtype=np.uint64),
+        np.concatenate(raw_out) if raw_out else np.zeros(0, dtype=np.bool_),
+        position,
+    )
 
 
 def _write_partition(
@@ -228,43 +322,31 @@ def _write_partition(
     return pos
 
 
-def _split_docs(starts: np.ndarray, workers: int) -> list[tuple[int, int]]:
-    n = len(starts) - 1
-    if workers <= 1 or n < 2:
-        return [(0, n)]
-    total = int(starts[-1])
-    cuts = [0]
-    for k in range(1, workers):
-        cuts.append(int(np.searchsorted(starts, total * k // workers)))
-    cuts.append(n)
-    return [(a, b) for a, b in itertools.pairwise(cuts) if b > a]
+def trigram_keys(content_path: str, starts: np.ndarray, doc_lo: int, out_prefix: str) -> None:
+    """Write unique `trigram << 32 | doc` keys of documents doc_lo.. into partition files `out_prefix.p<n>`.
 
-
-def trigram_keys(shard_dir: str, doc_lo: int, doc_hi: int, out_prefix: str) -> None:
-    """Write unique `trigram << 32 | doc` keys of documents [doc_lo, doc_hi) into partition files.
-
-    Runs in a worker process; trigrams are ASCII case-folded and never span two documents.
+    `starts` holds the absolute content offsets of those documents plus the end of the last one. Runs in
+    a worker process; trigrams are ASCII case-folded and never span two documents.
     """
-    starts = np.load(Path(shard_dir) / "starts.npy")
-    size = int(starts[-1])
-    if size == 0:
+    if int(starts[-1]) - int(starts[0]) == 0:
         return
-    content = np.memmap(Path(shard_dir) / "content.bin", dtype=np.uint8, mode="r")
+    content = np.memmap(content_path, dtype=np.uint8, mode="r", shape=(int(starts[-1]),))
     outs = [open(f"{out_prefix}.p{p}", "ab") for p in range(_PARTITIONS)]  # noqa: SIM115
+    n_docs = len(starts) - 1
     try:
-        lo = doc_lo
-        while lo < doc_hi:
+        lo = 0
+        while lo < n_docs:
             hi = int(np.searchsorted(starts, starts[lo] + _BATCH_BYTES, side="right")) - 1
             # At most 256 documents per batch: (local doc, trigram) then fits a uint32 sort key.
-            hi = min(max(hi, lo + 1), doc_hi, lo + _BATCH_DOCS)
-            _batch_keys(content, starts, lo, hi, outs)
+            hi = min(max(hi, lo + 1), n_docs, lo + _BATCH_DOCS)
+            _batch_keys(content, starts, lo, hi, doc_lo, outs)
             lo = hi
     finally:
         for f in outs:
             f.close()
 
 
-def _batch_keys(content: np.ndarray, starts: np.ndarray, lo: int, hi: int, outs: list[Any]) -> None:
+def _batch_keys(content: np.ndarray, starts: np.ndarray, lo: int, hi: int, doc_lo: int, outs: list[Any]) -> None:
     s, e = int(starts[lo]), int(starts[hi])
     if e - s < 3:
         return
@@ -284,7 +366,9 @@ def _batch_keys(content: np.ndarray, starts: np.ndarray, lo: int, hi: int, outs:
     tris = keys & np.uint32(0xFFFFFF)
     part = (tris >> np.uint32(_PART_SHIFT)).astype(np.uint8)
     order = np.argsort(part, kind="stable")
-    full = (tris[order].astype(np.uint64) << np.uint64(32)) | ((keys[order] >> np.uint32(24)).astype(np.uint64) + lo)
+    full = (tris[order].astype(np.uint64) << np.uint64(32)) | (
+        (keys[order] >> np.uint32(24)).astype(np.uint64) + np.uint64(doc_lo + lo)
+    )
     bounds = np.searchsorted(part[order], np.arange(_PARTITIONS + 1))
     for p in np.flatnonzero(np.diff(bounds)).tolist():
         outs[p].write(full[int(bounds[p]) : int(bounds[p + 1])].tobytes())
