@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import ColumnElement, String, case, delete, func, literal_column, select
 
 from codewell.analytics.models import UsageDailyRow, UsageEventRow
-from codewell.analytics.rollup import COUNTERS, Key, apply_rollup, clean_client, clean_language, counts_of
+from codewell.analytics.rollup import (
+    COUNTERS,
+    Key,
+    apply_rollup,
+    clean_client,
+    clean_language,
+    counts_of,
+    rebuild_coarse,
+)
 
 if TYPE_CHECKING:
     from codewell.runtime import Runtime
@@ -24,8 +32,8 @@ def _day(dialect: str) -> ColumnElement[Any]:
 
 
 def rebuild_rollup(runtime: Runtime) -> int:
-    """Replace `usage_daily` with the aggregation of every row of `usage_events` (one transaction, so
-    reports see the old or the new rollup, never half); returns the number of events counted.
+    """Replace `usage_daily` (and its coarser sums) with the aggregation of every row of `usage_events` (one
+    transaction, so reports see the old or the new rollup, never half); returns the number of events counted.
 
     The database groups the raw events first (by user, day, raw client and language, feature, tool and
     failure), so Python only cleans and counts groups, not events.
@@ -42,8 +50,9 @@ def rebuild_rollup(runtime: Runtime) -> int:
             result = reader.execution_options(stream_results=True, yield_per=BATCH).execute(stmt)
             for groups in result.partitions(BATCH):
                 totals = _fold(groups)
-                apply_rollup(session, totals)
+                apply_rollup(session, totals, coarse=False)
                 total += sum(v[0] for v in totals.values())
+        rebuild_coarse(session)
     return total
 
 

@@ -11,10 +11,10 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Table
+from sqlalchemy import Table, delete, text
 from sqlalchemy.orm import Session
 
-from codewell.analytics.models import UsageDailyRow
+from codewell.analytics.models import UsageDailyRow, UsageUserDayRow, UsageUserMonthRow, UsageUserTotalRow
 
 if TYPE_CHECKING:
     from codewell.analytics.events import UsageEvent
@@ -122,11 +122,62 @@ def upsert_increments(
     session.execute(lite_stmt, list(rows))
 
 
-def apply_rollup(session: Session, totals: Mapping[Key, Sequence[int]]) -> None:
-    """Add aggregated increments to `usage_daily` in the caller's transaction. Rows go in key order so that
-    two processes flushing overlapping days lock them in the same order (no deadlock on PostgreSQL)."""
+def apply_rollup(session: Session, totals: Mapping[Key, Sequence[int]], *, coarse: bool = True) -> None:
+    """Add aggregated increments to `usage_daily` and (with `coarse`) to its per user-day, user-month and
+    user sums, all in the caller's transaction, so every report sees the same events. Rows go in key order so
+    that two processes flushing overlapping days lock them in the same order (no deadlock on PostgreSQL)."""
     rows = [
         {"user_id": k[0], "day": k[1], "client": k[2], "language": k[3], **dict(zip(COUNTERS, v, strict=True))}
         for k, v in sorted(totals.items())
     ]
     upsert_increments(session, UsageDailyRow.__table__, rows, COUNTERS)  # type: ignore[arg-type]
+    if not coarse:
+        return
+    days: dict[tuple[int, str], list[int]] = {}
+    months: dict[tuple[int, str], list[int]] = {}
+    users: dict[int, list[int]] = {}
+    for (user_id, day, _client, _language), counts in totals.items():
+        for row in (
+            days.setdefault((user_id, day), [0] * len(COUNTERS)),
+            months.setdefault((user_id, day[:7]), [0] * len(COUNTERS)),
+            users.setdefault(user_id, [0] * len(COUNTERS)),
+        ):
+            for i, n in enumerate(counts):
+                row[i] += n
+    for table, names, sums in (
+        (UsageUserDayRow.__table__, ("user_id", "day"), days),
+        (UsageUserMonthRow.__table__, ("user_id", "month"), months),
+    ):
+        upsert_increments(
+            session,
+            table,  # type: ignore[arg-type]
+            [
+                {**dict(zip(names, k, strict=True)), **dict(zip(COUNTERS, v, strict=True))}
+                for k, v in sorted(sums.items())
+            ],
+            COUNTERS,
+        )
+    upsert_increments(
+        session,
+        UsageUserTotalRow.__table__,  # type: ignore[arg-type]
+        [{"user_id": k, **dict(zip(COUNTERS, v, strict=True))} for k, v in sorted(users.items())],
+        COUNTERS,
+    )
+
+
+def rebuild_coarse(session: Session) -> None:
+    """Recompute the per user-day, user-month and user sums from `usage_daily` inside the database (seconds
+    for millions of rows, instead of a round trip per group), in the caller's transaction."""
+    for model in (UsageUserTotalRow, UsageUserMonthRow, UsageUserDayRow):
+        session.execute(delete(model))
+    sums = ", ".join(f"sum({name})" for name in COUNTERS)
+    names = ", ".join(COUNTERS)
+    for sql in (
+        f"INSERT INTO usage_user_day (user_id, day, {names}) "
+        f"SELECT user_id, day, {sums} FROM usage_daily GROUP BY user_id, day",
+        f"INSERT INTO usage_user_month (user_id, month, {names}) "
+        f"SELECT user_id, substr(day, 1, 7), {sums} FROM usage_user_day GROUP BY user_id, substr(day, 1, 7)",
+        f"INSERT INTO usage_user_total (user_id, {names}) "
+        f"SELECT user_id, {sums} FROM usage_user_month GROUP BY user_id",
+    ):
+        session.execute(text(sql))
