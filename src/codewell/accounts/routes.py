@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -21,20 +20,9 @@ from codewell.auth.service import AuthService
 from codewell.core.actors import Actor
 from codewell.core.errors import InvalidInput
 from codewell.runtime import Runtime
-from codewell.web.requests import runtime_of
+from codewell.web.requests import json_body, runtime_of
 
 Handler = Callable[[Request], Awaitable[Response]]
-
-
-async def json_body(request: Request) -> dict[str, Any]:
-    """The request's JSON object; InvalidInput (400) for anything else."""
-    try:
-        body = json.loads(await request.body() or b"{}")
-    except ValueError:
-        raise InvalidInput("the request body is not valid JSON", hint="send a JSON object") from None
-    if not isinstance(body, dict):
-        raise InvalidInput("the request body must be a JSON object")
-    return body
 
 
 def _field(body: dict[str, Any], key: str, kind: type, default: Any = None) -> Any:

@@ -6,7 +6,6 @@ work too); errors use the JSON envelope of every API.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from typing import Any
@@ -21,7 +20,7 @@ from codewell.analytics.service import AnalyticsService, ReportRequest, parse_da
 from codewell.analytics.tokens import AnalyticsTokenService, is_analytics_token
 from codewell.core.actors import Actor
 from codewell.core.errors import InvalidInput, PermissionDenied, Unauthenticated
-from codewell.web.requests import actor_of, runtime_of
+from codewell.web.requests import actor_of, json_body, runtime_of
 
 API = "/analytics/api"
 CSV_TYPE = "text/csv; charset=utf-8"
@@ -46,16 +45,6 @@ def require_writer(request: Request) -> Actor:
             hint="use the analytics pages, a session or an instance access token",
         )
     return actor
-
-
-async def json_body(request: Request) -> dict[str, Any]:
-    try:
-        body = json.loads(await request.body() or b"{}")
-    except ValueError:
-        raise InvalidInput("the request body is not valid JSON", hint="send a JSON object") from None
-    if not isinstance(body, dict):
-        raise InvalidInput("the request body must be a JSON object")
-    return body
 
 
 def csv_response(chunks: Iterator[bytes], filename: str) -> StreamingResponse:

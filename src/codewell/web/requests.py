@@ -1,10 +1,14 @@
-"""Helpers for route handlers: the acting user and the runtime of a request."""
+"""Helpers for route handlers: the acting user, the runtime and the JSON body of a request."""
 
 from __future__ import annotations
+
+import json
+from typing import Any
 
 from starlette.requests import Request
 
 from codewell.core.actors import ANONYMOUS, Actor
+from codewell.core.errors import InvalidInput
 from codewell.runtime import Runtime
 
 
@@ -17,3 +21,14 @@ def actor_of(request: Request) -> Actor:
 def runtime_of(request: Request) -> Runtime:
     runtime: Runtime = request.app.state.runtime
     return runtime
+
+
+async def json_body(request: Request) -> dict[str, Any]:
+    """The request's JSON object; InvalidInput (400) for anything else."""
+    try:
+        body = json.loads(await request.body() or b"{}")
+    except ValueError:
+        raise InvalidInput("the request body is not valid JSON", hint="send a JSON object") from None
+    if not isinstance(body, dict):
+        raise InvalidInput("the request body must be a JSON object")
+    return body
