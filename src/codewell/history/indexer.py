@@ -40,18 +40,27 @@ log = logging.getLogger(__name__)
 # Commits with more changed paths keep the first MAX_PATHS (the `files` filter then misses the rest).
 MAX_PATHS = 500
 # Message words in the inverted index: lower-case runs of letters, digits and "_" of 3..64 characters.
-WORD = re.compile(r"[a-z0-9_]{3,64}")
+# A longer run is indexed as consecutive 64-character pieces (its first piece is always exactly 64 long,
+# which is how queries recognise commits whose runs were cut; see HistoryService._message_condition).
+MIN_WORD, MAX_WORD = 3, 64
+WORD = re.compile(rf"[a-z0-9_]{{{MIN_WORD},{MAX_WORD}}}")
 MAX_WORDS_PER_COMMIT = 200
+# Marks a message with more distinct words than were indexed: such commits are candidates for every term.
+# "~" is never part of a word token, so no term's token can match it by substring.
+OVERFLOW_WORD = "~overflow"
 _WORD_CACHE_MAX = 500_000
 
 
 def message_words(search_text: str) -> set[str]:
-    """The distinct index words of a (lower-cased) message, at most MAX_WORDS_PER_COMMIT."""
+    """The distinct index words of a (lower-cased) message: at most MAX_WORDS_PER_COMMIT, then OVERFLOW_WORD."""
     words: set[str] = set()
     for match in WORD.finditer(search_text):
-        words.add(match.group())
         if len(words) >= MAX_WORDS_PER_COMMIT:
-            break
+            if match.group() not in words:
+                words.add(OVERFLOW_WORD)
+                break
+            continue
+        words.add(match.group())
     return words
 
 
@@ -134,7 +143,14 @@ class CommitIndexer:
             statement = sqlite.insert(model).on_conflict_do_nothing()
         session.execute(statement, list(rows))
 
-    def _author_ids(self, session: Session, identities: set[tuple[str, str]]) -> dict[tuple[str, str], int]:
+    def _author_ids(
+        self, session: Session, identities: set[tuple[str, str]], pending: dict[tuple[str, str], int]
+    ) -> dict[tuple[str, str], int]:
+        """Ids of `identities`, inserting new ones; ids read in this transaction go to `pending`, not the cache.
+
+        Another thread's transaction must not use an id before it is committed (PostgreSQL would reject its
+        commit rows: the author row is invisible to it), so the caller publishes `pending` after commit.
+        """
         missing = [key for key in identities if key not in self._authors]
         if missing:
             self._insert_or_ignore(
@@ -149,8 +165,8 @@ class CommitIndexer:
                         HistoryAuthor.email.in_(emails)
                     )
                 ):
-                    self._authors[(name, email)] = author_id
-        return {key: self._authors[key] for key in identities}
+                    pending[(name, email)] = author_id
+        return {key: self._authors.get(key) or pending[key] for key in identities}
 
     def _insert_commits(self, repo_id: int, commits: list[gitlog.LoggedCommit]) -> None:
         try:
@@ -164,8 +180,10 @@ class CommitIndexer:
     def _insert_commit_rows(self, repo_id: int, commits: list[gitlog.LoggedCommit]) -> None:
         identities = {(c.author_name[:255], c.author_email[:255]) for c in commits}
         identities |= {(c.committer_name[:255], c.committer_email[:255]) for c in commits}
+        new_authors: dict[tuple[str, str], int] = {}
+        new_words: dict[str, int] = {}
         with self.db.session() as session:
-            authors = self._author_ids(session, identities)
+            authors = self._author_ids(session, identities, new_authors)
             rows = [
                 {
                     "repo_id": repo_id,
@@ -183,8 +201,11 @@ class CommitIndexer:
                 for c in commits
             ]
             inserted = self._insert_new_commits(session, rows)
-            self._insert_words(session, {row.sha: row.id for row in inserted}, rows)
+            self._insert_words(session, {row.sha: row.id for row in inserted}, rows, new_words)
             self._count_authors(session, repo_id, inserted)
+        # Committed: now other threads may use these ids.
+        self._authors.update(new_authors)
+        self._words.update(new_words)
 
     def _insert_new_commits(self, session: Session, rows: list[dict[str, Any]]) -> list[Any]:
         """Insert, skipping commits already indexed; returns (id, sha, author_id, committed_at) of the new ones."""
@@ -229,7 +250,8 @@ class CommitIndexer:
         )
         session.execute(statement, values)
 
-    def _word_ids(self, session: Session, words: set[str]) -> dict[str, int]:
+    def _word_ids(self, session: Session, words: set[str], pending: dict[str, int]) -> dict[str, int]:
+        """Ids of `words`, inserting new ones; like _author_ids, new ids go to `pending` until commit."""
         if len(self._words) > _WORD_CACHE_MAX:
             self._words.clear()
         missing = [w for w in words if w not in self._words]
@@ -239,13 +261,15 @@ class CommitIndexer:
                 for word_id, word in session.execute(
                     select(HistoryWord.id, HistoryWord.word).where(HistoryWord.word.in_(chunk))
                 ):
-                    self._words[word] = word_id
-        return {w: self._words[w] for w in words}
+                    pending[word] = word_id
+        return {w: self._words.get(w) or pending[w] for w in words}
 
-    def _insert_words(self, session: Session, ids: dict[str, int], rows: list[dict[str, Any]]) -> None:
+    def _insert_words(
+        self, session: Session, ids: dict[str, int], rows: list[dict[str, Any]], pending: dict[str, int]
+    ) -> None:
         """Postings (word, commit) for the messages of the commits just inserted (`ids`: sha -> commit id)."""
         words_of = {ids[row["sha"]]: message_words(row["search_text"]) for row in rows if row["sha"] in ids}
-        vocabulary = self._word_ids(session, set().union(*words_of.values()) if words_of else set())
+        vocabulary = self._word_ids(session, set().union(*words_of.values()) if words_of else set(), pending)
         postings = [
             {"word_id": vocabulary[word], "commit_id": commit_id}
             for commit_id, words in words_of.items()

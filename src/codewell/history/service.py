@@ -30,9 +30,9 @@ from sqlalchemy.orm import aliased
 
 from codewell.core.actors import INTERNAL, Actor
 from codewell.core.errors import InvalidInput, NotFound
-from codewell.history import diffs, gitlog
+from codewell.history import diffs, gitlog, prefilter
 from codewell.history.dates import parse_range
-from codewell.history.indexer import CommitIndexer, IndexStats
+from codewell.history.indexer import MAX_WORD, MIN_WORD, OVERFLOW_WORD, CommitIndexer, IndexStats
 from codewell.history.models import (
     HistoryAuthor,
     HistoryAuthorRepo,
@@ -54,6 +54,12 @@ CONTRIB_LIMIT_DEFAULT, CONTRIB_LIMIT_MAX, CONTRIB_AUTHORS_MAX = 20, 100, 5
 # Time budget of queries that read diffs; results found so far are returned with timed_out=True.
 SCAN_TIMEOUT = 10.0
 SCAN_BATCH = 200
+# diff_search asks `git log -G` for candidates (history.prefilter) once the in-process scan ran this long
+# without reaching `count`: frequent patterns finish before, rare ones stop diffing every commit.
+PREFILTER_AFTER = 0.15
+# Up to this many candidate SHAs from git also restrict the SQL candidates (one IN list), so the rest of
+# the scan reads only those rows; more are filtered row by row.
+MAX_SQL_CANDIDATES = 5000
 # A revision filter on tags or commits walks history with git; cap the walk per repository.
 MAX_REACHABLE = 2_000_000
 MAX_HUNKS_PER_MATCH = 10
@@ -64,6 +70,9 @@ WORD_TOKEN = re.compile(r"[a-z0-9_]+")
 RARE_POSTINGS = 5000
 # Authors with more indexed commits than this are found by the newest-first scan, not the author index.
 COMMON_AUTHOR_COMMITS = 20000
+# Filters no index narrows (short message terms, `files`) are checked window by window, newest first: each
+# SQL statement reads at most this many commits of the scope, so the time budget is checked between them.
+FIRST_WINDOW, MAX_WINDOW = 2_000, 50_000
 
 
 # ---- results -------------------------------------------------------------------------------------------
@@ -162,6 +171,13 @@ class _Plan:
     # Python-side filter per repo for revisions git must answer (tags, commits): allowed SHAs.
     reachable: dict[int, set[str]] | None = None
     content_terms: list[str] = field(default_factory=list)
+    # Conditions no index narrows (their SQL alone could read the whole table): scanned in windows.
+    unindexed: list[ColumnElement[bool]] = field(default_factory=list)
+    # Conditions added while a scan runs (diff_search's git prefilter); read before every SQL batch.
+    extra: list[ColumnElement[bool]] = field(default_factory=list)
+    # committed_at bounds of `after` / `before` (for the git prefilter of diff_search).
+    since: datetime | None = None
+    until: datetime | None = None
 
 
 def _int_param(value: int | None, name: str, default: int, low: int, high: int) -> int:
@@ -360,29 +376,46 @@ class HistoryService:
             return (HistoryCommit.author_id + 0).in_(authors)
         return HistoryCommit.author_id.in_(authors)
 
-    def _message_condition(self, term: str) -> ColumnElement[bool]:
+    def _message_condition(self, term: str) -> tuple[ColumnElement[bool], bool]:
         """`term` is a substring of the message; for rare terms narrowed first through the word index.
 
-        Every token (letters, digits, _) of a term that occurs in a message is a substring of one of that
-        message's indexed words, so the postings of the words containing the term's rarest token are a
-        superset of the matches; the LIKE re-check makes the result exact. Common tokens skip the index:
-        the newest-first scan with LIMIT then stops after a few rows anyway.
+        Returns the condition and whether one statement may answer it (False: scan in windows). Every token
+        (letters, digits, _) of a term that occurs in a message is a substring of one of that message's indexed
+        words, so the postings of the words containing the term's rarest token are a superset of the matches;
+        the LIKE re-check makes the result exact. Exceptions the index records on purpose (see
+        indexer.message_words): a run longer than 64 characters is indexed as 64-character pieces, so commits
+        with such a run (they all have a 64-character word) are always candidates too, and a token longer than
+        64 can only occur in them; messages with more words than the indexer keeps carry the OVERFLOW_WORD
+        marker. Common tokens skip the index (the newest-first statement then stops after a few rows); terms
+        whose tokens are all shorter than 3 characters (not indexed) are reported as unindexed and scanned in
+        windows.
         """
         lowered = term.lower()
         like = HistoryCommit.search_text.contains(lowered, autoescape=True)
-        tokens = {t for t in WORD_TOKEN.findall(lowered) if 3 <= len(t) <= 64}
+        tokens = {t for t in WORD_TOKEN.findall(lowered) if len(t) >= MIN_WORD}
         best: tuple[int, Select[Any]] | None = None
         with self.db.session() as session:
             for token in tokens:
-                words = select(HistoryWord.id).where(HistoryWord.word.contains(token, autoescape=True))
+                # Words containing the token, plus the markers of what the index may have cut.
+                alternatives = [func.length(HistoryWord.word) == MAX_WORD, HistoryWord.word == OVERFLOW_WORD]
+                if len(token) <= MAX_WORD:
+                    alternatives.append(HistoryWord.word.contains(token, autoescape=True))
+                # Ids first, as a list: PostgreSQL planned the nested IN (subquery) as a scan of all postings.
+                words = list(session.scalars(select(HistoryWord.id).where(or_(*alternatives))))
                 postings = select(HistoryWordCommit.commit_id).where(HistoryWordCommit.word_id.in_(words))
                 sample = select(HistoryWordCommit.word_id).where(HistoryWordCommit.word_id.in_(words))
                 estimate = session.scalar(select(func.count()).select_from(sample.limit(RARE_POSTINGS).subquery()))
                 if best is None or (estimate or 0) < best[0]:
                     best = (estimate or 0, postings)
-        if best is None or best[0] >= RARE_POSTINGS:
-            return like
-        return and_(HistoryCommit.id.in_(best[1]), like)
+        if best is None:
+            return like, False  # no token the index holds: only a scan can answer
+        if best[0] >= RARE_POSTINGS:
+            return like, True  # common: the newest-first statement stops after a few rows
+        # Fewer than RARE_POSTINGS ids: read them first and pass them as a list, so both planners fetch
+        # those rows by primary key (PostgreSQL planned the subquery form as a scan of the repository).
+        with self.db.session() as session:
+            ids = sorted(set(session.scalars(best[1])))
+        return and_(HistoryCommit.id.in_(ids), like), True
 
     def _plan(
         self,
@@ -399,8 +432,13 @@ class HistoryService:
         start, end = parse_range(after, before)
         scope = self._scope(actor, repos)
         conditions: list[ColumnElement[bool]] = []
+        unindexed: list[ColumnElement[bool]] = []
         if terms := _terms(message_terms, "messageTerms"):
-            conditions.append(or_(*(self._message_condition(term) for term in terms)))
+            parts = [self._message_condition(term) for term in terms]
+            condition = or_(*(c for c, _ in parts))
+            conditions.append(condition)
+            if not all(indexed for _, indexed in parts):
+                unindexed.append(condition)
         if names := _terms(authors, "authors"):
             conditions.append(self._author_condition(names))
         if paths := _terms(files, "files"):
@@ -411,12 +449,12 @@ class HistoryService:
             conditions.append(HistoryCommit.committed_at < end)
         reachable = None
         if revs := _terms(revisions, "revisions"):
-            condition, reachable = self._revision_filter(scope, revs)
-            if condition is not None:
-                conditions.append(condition)
+            ref_condition, reachable = self._revision_filter(scope, revs)
+            if ref_condition is not None:
+                conditions.append(ref_condition)
         if not scope.everything:
             conditions.append(HistoryCommit.repo_id.in_(list(scope.repos)))
-        return _Plan(scope, conditions, reachable)
+        return _Plan(scope, conditions, reachable, unindexed=unindexed, since=start, until=end)
 
     def commit_search(
         self,
@@ -436,7 +474,9 @@ class HistoryService:
         """Commits matching every given kind of filter (values of one kind ORed), newest first (committer date).
 
         `count` (default 50, max 100) caps the result; `limit_hit` says more matched. With `content_terms`
-        candidates are diffed one by one until `count` matched or `timeout` seconds passed (`timed_out`).
+        candidates are diffed one by one until `count` matched or `timeout` seconds passed (`timed_out`);
+        message terms without a token of 3+ characters (no index holds them) are scanned newest first in
+        bounded windows under the same budget and `timed_out` contract.
         """
         count = _int_param(count, "count", COMMIT_COUNT_DEFAULT, 1, COMMIT_COUNT_MAX)
         plan = self._plan(
@@ -450,7 +490,7 @@ class HistoryService:
             revisions=revisions,
         )
         content = [t.lower() for t in _terms(content_terms, "contentTerms")]
-        if not content and plan.reachable is None:
+        if not content and plan.reachable is None and not plan.unindexed:
             with self.db.session() as session:
                 rows = session.execute(_commit_select(plan.conditions).limit(count + 1)).all()
             commits = self._commit_infos(plan.scope, rows[:count])
@@ -468,12 +508,18 @@ class HistoryService:
     def _scan(
         self, plan: _Plan, count: int, predicate: Callable[[RepoRef, Any], Any] | None, timeout: float
     ) -> tuple[list[Any], bool, bool]:
-        """Walk candidates newest first in batches, keep those passing the filters; stop at count+1 or timeout."""
+        """Walk candidates newest first, keep those passing the filters; stop at count+1 or at the deadline.
+
+        Returns (rows, limit_hit, timed_out). The deadline is checked per row and between SQL statements,
+        so a scan that finds nothing for a long stretch stops on time as well.
+        """
         deadline = time.monotonic() + timeout
         found: list[Any] = []
-        for row in self._candidates(plan.conditions):
+        for row in self._candidates(plan):
             if time.monotonic() > deadline:
                 return found, False, True
+            if row is None:  # a statement finished; only the deadline check above was due
+                continue
             if plan.reachable is not None and row.sha not in plan.reachable.get(row.repo_id, ()):
                 continue
             repo = plan.scope.repos.get(row.repo_id)
@@ -486,24 +532,47 @@ class HistoryService:
             found.append(row)
         return found, False, False
 
-    def _candidates(self, conditions: list[ColumnElement[bool]]) -> Iterator[Any]:
-        """Rows matching the SQL conditions, newest first, fetched in keyset-paginated batches."""
-        last: tuple[datetime, int] | None = None
+    def _candidates(self, plan: _Plan) -> Iterator[Any]:
+        """Rows matching the plan's conditions newest first, then None after each SQL statement.
+
+        Rows come in keyset-paginated batches. With unindexed conditions the walk is cut into windows of
+        the scope (FIRST_WINDOW rows, growing to MAX_WINDOW): the window's lower key comes from the indexed
+        conditions alone, so no statement reads more than a window of commits, however rare the match.
+        """
+        indexed = [c for c in plan.conditions if not any(c is u for u in plan.unindexed)]
+        upper: tuple[datetime, int] | None = None
+        window = FIRST_WINDOW
         while True:
-            page = list(conditions)
-            if last is not None:
-                page.append(
-                    or_(
-                        HistoryCommit.committed_at < last[0],
-                        and_(HistoryCommit.committed_at == last[0], HistoryCommit.id < last[1]),
-                    )
-                )
-            with self.db.session() as session:
-                rows = session.execute(_commit_select(page).limit(SCAN_BATCH)).all()
-            yield from rows
-            if len(rows) < SCAN_BATCH:
+            lower = self._window_floor(indexed, upper, window) if plan.unindexed else None
+            window = min(window * 4, MAX_WINDOW)
+            while True:
+                page = [*plan.conditions, *plan.extra, *_keyset(upper, lower)]
+                with self.db.session() as session:
+                    rows = session.execute(_commit_select(page).limit(SCAN_BATCH)).all()
+                yield from rows
+                yield None
+                if rows:
+                    upper = (rows[-1].committed_at, rows[-1].id)
+                if len(rows) < SCAN_BATCH:
+                    break
+            if lower is None:
                 return
-            last = (rows[-1].committed_at, rows[-1].id)
+            upper = lower  # the floor row itself was inside the window (inclusive)
+
+    def _window_floor(
+        self, conditions: list[ColumnElement[bool]], upper: tuple[datetime, int] | None, size: int
+    ) -> tuple[datetime, int] | None:
+        """The key of the `size`-th commit below `upper` matching `conditions` (None: fewer remain)."""
+        query = (
+            select(HistoryCommit.committed_at, HistoryCommit.id)
+            .where(*conditions, *_keyset(upper, None))
+            .order_by(HistoryCommit.committed_at.desc(), HistoryCommit.id.desc())
+            .offset(size - 1)
+            .limit(1)
+        )
+        with self.db.session() as session:
+            row = session.execute(query).first()
+        return (row[0], row[1]) if row is not None else None
 
     def _commit_infos(self, scope: _Scope, rows: Sequence[Any]) -> list[CommitInfo]:
         refs: dict[int, list[str]] = {}
@@ -554,6 +623,8 @@ class HistoryService:
 
         `added`/`removed`: only added / only removed lines (both or neither: either kind). Each match carries
         the hunks containing a matching line (context lines included) with the match offsets marked.
+        Candidates stream newest first and the scan stops at `count` or after `timeout` seconds
+        (`timed_out`); when matches are rare, `git log -G` narrows the candidates (see history.prefilter).
         """
         if not isinstance(pattern, str) or not pattern:
             raise InvalidInput("`pattern` must be a non-empty string", hint='e.g. "pattern": "func Open\\\\("')
@@ -562,8 +633,11 @@ class HistoryService:
         origins = ("+" if added else "") + ("-" if removed else "") or "+-"
         plan = self._plan(actor, repos, authors=authors, after=after, before=before, revisions=revisions)
         hunks_of: dict[str, list[tuple[str, diffs.DiffHunk]]] = {}
+        narrow = _Narrowing(plan, prefilter.required_literal(pattern), timeout)
 
         def matches(repo: RepoRef, row: Any) -> bool:
+            if not narrow.may_match(repo, row.sha):
+                return False
             mirror = self.mirrors.open(repo.mirror_path)
             quick = diffs.commit_diff(mirror, row.sha, context_lines=0)
             # Cheap test on the patch text first; hunks with context are built only for the few that match.
@@ -658,6 +732,42 @@ class HistoryService:
 # ---- helpers ---------------------------------------------------------------------------------------------
 
 
+class _Narrowing:
+    """diff_search's switch to git-prefiltered candidates once the scan has run PREFILTER_AFTER seconds."""
+
+    def __init__(self, plan: _Plan, literal: str | None, timeout: float) -> None:
+        self.plan, self.literal, self.timeout = plan, literal, timeout
+        self.started = time.monotonic()
+        self.candidates: dict[int, set[str] | None] | None = None
+
+    def may_match(self, repo: RepoRef, sha: str) -> bool:
+        """False only for commits git says cannot match (no literal, or git failed: always True)."""
+        if self.literal is None:
+            return True
+        if self.candidates is None:
+            elapsed = time.monotonic() - self.started
+            if elapsed < PREFILTER_AFTER:
+                return True
+            mirrors = {rid: ref.mirror_path for rid, ref in self.plan.scope.repos.items()}
+            remaining = max(1.0, self.timeout - elapsed)
+            self.candidates = prefilter.candidate_shas(
+                mirrors, self.literal, self.plan.since, self.plan.until, remaining
+            )
+            self._restrict_sql(self.candidates)
+        shas = self.candidates.get(repo.id)
+        return shas is None or sha in shas
+
+    def _restrict_sql(self, candidates: dict[int, set[str] | None]) -> None:
+        """Let the following SQL batches return only git's candidates (and repositories git did not answer)."""
+        known = [shas for shas in candidates.values() if shas is not None]
+        if sum(len(shas) for shas in known) > MAX_SQL_CANDIDATES:
+            return
+        condition: ColumnElement[bool] = HistoryCommit.sha.in_(sorted(set().union(*known)))
+        if unanswered := [rid for rid, shas in candidates.items() if shas is None]:
+            condition = or_(condition, HistoryCommit.repo_id.in_(unanswered))
+        self.plan.extra.append(condition)
+
+
 def _aware(value: Any) -> datetime:
     # Guard: an aggregate may come back without the column's type processing (naive or as text on SQLite).
     if isinstance(value, str):
@@ -673,6 +783,18 @@ def _ref_matches(revision: str, name: str, default_branch: str | None) -> bool:
     if any(ch in revision for ch in "*?["):
         return fnmatch.fnmatchcase(name, revision) or fnmatch.fnmatchcase(short, revision)
     return revision in (name, short)
+
+
+def _keyset(upper: tuple[datetime, int] | None, lower: tuple[datetime, int] | None) -> list[ColumnElement[bool]]:
+    """Rows strictly below `upper` and at or above `lower` in (committed_at, id) order."""
+    at, cid = HistoryCommit.committed_at, HistoryCommit.id
+    bounds: list[ColumnElement[bool]] = []
+    # The plain range on committed_at comes first so both planners can use its index for the range.
+    if upper is not None:
+        bounds += [at <= upper[0], or_(at < upper[0], cid < upper[1])]
+    if lower is not None:
+        bounds += [at >= lower[0], or_(at > lower[0], cid >= lower[1])]
+    return bounds
 
 
 def _author_ids_query(names: Sequence[str]) -> Select[Any]:
