@@ -56,7 +56,19 @@ class UsageEventRow(Base):
     )
 
 
-class UsageDailyRow(Base):
+class UsageCounters:
+    """The counters every usage rollup table keeps: one column per name in `analytics.rollup.COUNTERS`."""
+
+    events: Mapped[int] = mapped_column(Integer, default=0)
+    searches: Mapped[int] = mapped_column(Integer, default=0)
+    codenav: Mapped[int] = mapped_column(Integer, default=0)
+    deepsearch: Mapped[int] = mapped_column(Integer, default=0)
+    code_finder: Mapped[int] = mapped_column(Integer, default=0)
+    tool_calls: Mapped[int] = mapped_column(Integer, default=0)
+    errors: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class UsageDailyRow(UsageCounters, Base):
     """Usage rolled up per user, UTC day, client and language: what the reports read (issue #9).
 
     Maintained by the usage recorder in the same transaction as the raw events, so reports aggregate a few
@@ -71,13 +83,6 @@ class UsageDailyRow(Base):
     day: Mapped[str] = mapped_column(String(10), primary_key=True)
     client: Mapped[str] = mapped_column(String(100), primary_key=True)
     language: Mapped[str] = mapped_column(String(50), primary_key=True)
-    events: Mapped[int] = mapped_column(Integer, default=0)
-    searches: Mapped[int] = mapped_column(Integer, default=0)
-    codenav: Mapped[int] = mapped_column(Integer, default=0)
-    deepsearch: Mapped[int] = mapped_column(Integer, default=0)
-    code_finder: Mapped[int] = mapped_column(Integer, default=0)
-    tool_calls: Mapped[int] = mapped_column(Integer, default=0)
-    errors: Mapped[int] = mapped_column(Integer, default=0)
     # The row's CSV cells after the user cells, kept by the database: a report fetches one string per row.
     csv_tail: Mapped[str] = mapped_column(Text, Computed(csv_tail_sql("client", "day", "language"), persisted=True))
 
@@ -86,7 +91,7 @@ class UsageDailyRow(Base):
     __table_args__ = (Index("ix_usage_daily_day", "day"), {"sqlite_with_rowid": False})
 
 
-class UsageUserDayRow(Base):
+class UsageUserDayRow(UsageCounters, Base):
     """`usage_daily` summed over client and language: one row per user and UTC day (`by_user_day`, and the
     source of filtered `by_user` / `by_user_month` reports). Kept in the same transaction as `usage_daily`."""
 
@@ -94,52 +99,31 @@ class UsageUserDayRow(Base):
 
     user_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     day: Mapped[str] = mapped_column(String(10), primary_key=True)
-    events: Mapped[int] = mapped_column(Integer, default=0)
-    searches: Mapped[int] = mapped_column(Integer, default=0)
-    codenav: Mapped[int] = mapped_column(Integer, default=0)
-    deepsearch: Mapped[int] = mapped_column(Integer, default=0)
-    code_finder: Mapped[int] = mapped_column(Integer, default=0)
-    tool_calls: Mapped[int] = mapped_column(Integer, default=0)
-    errors: Mapped[int] = mapped_column(Integer, default=0)
     # The row's CSV cells after the user cells, kept by the database: a report fetches one string per row.
     csv_tail: Mapped[str] = mapped_column(Text, Computed(csv_tail_sql("day"), persisted=True))
 
     __table_args__ = ({"sqlite_with_rowid": False},)
 
 
-class UsageUserMonthRow(Base):
+class UsageUserMonthRow(UsageCounters, Base):
     """`usage_daily` summed per user and UTC month (`YYYY-MM`): the unfiltered `by_user_month` report."""
 
     __tablename__ = "usage_user_month"
 
     user_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     month: Mapped[str] = mapped_column(String(7), primary_key=True)
-    events: Mapped[int] = mapped_column(Integer, default=0)
-    searches: Mapped[int] = mapped_column(Integer, default=0)
-    codenav: Mapped[int] = mapped_column(Integer, default=0)
-    deepsearch: Mapped[int] = mapped_column(Integer, default=0)
-    code_finder: Mapped[int] = mapped_column(Integer, default=0)
-    tool_calls: Mapped[int] = mapped_column(Integer, default=0)
-    errors: Mapped[int] = mapped_column(Integer, default=0)
     # The row's CSV cells after the user cells, kept by the database: a report fetches one string per row.
     csv_tail: Mapped[str] = mapped_column(Text, Computed(csv_tail_sql("month"), persisted=True))
 
     __table_args__ = ({"sqlite_with_rowid": False},)
 
 
-class UsageUserTotalRow(Base):
+class UsageUserTotalRow(UsageCounters, Base):
     """`usage_daily` summed per user over all time: the unfiltered `by_user` report."""
 
     __tablename__ = "usage_user_total"
 
     user_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    events: Mapped[int] = mapped_column(Integer, default=0)
-    searches: Mapped[int] = mapped_column(Integer, default=0)
-    codenav: Mapped[int] = mapped_column(Integer, default=0)
-    deepsearch: Mapped[int] = mapped_column(Integer, default=0)
-    code_finder: Mapped[int] = mapped_column(Integer, default=0)
-    tool_calls: Mapped[int] = mapped_column(Integer, default=0)
-    errors: Mapped[int] = mapped_column(Integer, default=0)
     # The row's CSV cells after the user cells, kept by the database: a report fetches one string per row.
     csv_tail: Mapped[str] = mapped_column(Text, Computed(csv_tail_sql(), persisted=True))
 
