@@ -306,6 +306,15 @@ def get_contributor_repos(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     return ToolResult(text, structured)
 
 
+# Filter parameters commit_search and diff_search share: one wording for both tools.
+_FILTERS: dict[str, dict[str, Any]] = {
+    "repos": {**_STRINGS, "description": "Repository names; /regex/ entries match names"},
+    "authors": {**_STRINGS, "description": "Author name or e-mail substrings (case-insensitive)"},
+    "after": {"type": "string", "description": f"Only commits after this date: {_DATE_HELP}"},
+    "before": {"type": "string", "description": f"Only commits before this date: {_DATE_HELP}"},
+    "revisions": {**_STRINGS, "description": "Branches, tags or ref globs (refs/heads/release-*)"},
+}
+
 TOOLS: list[ToolSpec] = [
     ToolSpec(
         name="commit_search",
@@ -315,14 +324,14 @@ TOOLS: list[ToolSpec] = [
         ),
         input_schema=_schema(
             {
-                "repos": {**_STRINGS, "description": "Repository names; /regex/ entries match names"},
+                "repos": _FILTERS["repos"],
                 "messageTerms": {**_STRINGS, "description": "Substrings of the commit message (case-insensitive)"},
-                "authors": {**_STRINGS, "description": "Author name or e-mail substrings (case-insensitive)"},
+                "authors": _FILTERS["authors"],
                 "contentTerms": {**_STRINGS, "description": "Commits whose diff adds or removes one of these strings"},
                 "files": {**_STRINGS, "description": "Substrings of changed file paths"},
-                "after": {"type": "string", "description": f"Only commits after this date: {_DATE_HELP}"},
-                "before": {"type": "string", "description": f"Only commits before this date: {_DATE_HELP}"},
-                "revisions": {**_STRINGS, "description": "Branches, tags or ref globs (refs/heads/release-*)"},
+                "after": _FILTERS["after"],
+                "before": _FILTERS["before"],
+                "revisions": _FILTERS["revisions"],
                 "count": {
                     "type": "integer",
                     "minimum": 1,
@@ -344,13 +353,13 @@ TOOLS: list[ToolSpec] = [
         input_schema=_schema(
             {
                 "pattern": {"type": "string", "description": "RE2 regular expression matched against changed lines"},
-                "repos": {**_STRINGS, "description": "Repository names; /regex/ entries match names"},
+                "repos": _FILTERS["repos"],
                 "added": {"type": "boolean", "description": "Only match added lines"},
                 "removed": {"type": "boolean", "description": "Only match removed lines"},
-                "authors": {**_STRINGS, "description": "Author name or e-mail substrings (case-insensitive)"},
-                "after": {"type": "string", "description": f"Only commits after this date: {_DATE_HELP}"},
-                "before": {"type": "string", "description": f"Only commits before this date: {_DATE_HELP}"},
-                "revisions": {**_STRINGS, "description": "Branches, tags or ref globs (refs/heads/release-*)"},
+                "authors": _FILTERS["authors"],
+                "after": _FILTERS["after"],
+                "before": _FILTERS["before"],
+                "revisions": _FILTERS["revisions"],
                 "count": {
                     "type": "integer",
                     "minimum": 1,
