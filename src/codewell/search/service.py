@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
 import os
 import shutil
 import threading
@@ -23,6 +22,7 @@ from codewell.search.index.shard import Shard
 from codewell.search.indexer import branch_commits, build_from_mirror
 from codewell.search.query.parser import Query, parse_query
 from codewell.search.query.regex import compile_regex
+from codewell.search.ranking import rank
 from codewell.search.results import FileMatch, IndexStatus, LineMatch, SearchResults
 from codewell.search.searcher import ShardResult, search_many, search_shard_parallel
 
@@ -123,7 +123,7 @@ class SearchService:
             if found.timed_out:
                 results.timed_out = True
                 break
-        _rank(results.files)
+        rank(results.files)
         results.duration_ms = (time.monotonic() - started) * 1000
         return results
 
@@ -377,11 +377,3 @@ def _normalize_languages(q: Query) -> Query:
         return tuple(out)
 
     return replace(q, languages=canon(q.languages), exclude_languages=canon(q.exclude_languages))
-
-
-def _rank(files: list[FileMatch]) -> None:
-    """Zoekt-like ordering: file-name matches first, then more matches and shorter paths; stable otherwise."""
-    for f in files:
-        name_bonus = 1000.0 if f.path_match else 0.0
-        f.score = name_bonus + 10 * math.log1p(len(f.line_matches)) - 0.01 * len(f.path)
-    files.sort(key=lambda f: -f.score)
