@@ -1,8 +1,10 @@
 """Evaluate a parsed query on one shard: filters as bitmaps, trigram candidates, native RE2 verification.
 
-Verification never loops over files in Python: consecutive candidate documents form one contiguous range of
-the mmap'd content, and RE2 scans each range in one call per matching line; offsets map to documents and
-lines with numpy searchsorted over the stored document and newline offsets.
+Trigram postings name units (line-aligned ~12 KiB pieces of documents): a pattern's candidates are the units
+holding all of its required trigrams, and only those are scanned. Patterns combine per document (AND/OR/NOT
+are file-level), filters are document bitmaps. Verification never loops over files in Python: consecutive
+candidate units form one contiguous range of the mmap'd content, and RE2 scans each range in one call per
+matching line; offsets map to documents and lines through the stored document and newline offsets.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import itertools
 import re
 import time
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,9 +20,12 @@ import numpy as np
 import re2
 from pyroaring import BitMap
 
+from codewell.search.index.bitmaps import bitmap_of
 from codewell.search.index.shard import Shard
+from codewell.search.literal_scan import available as hyperscan_available
+from codewell.search.literal_scan import scan_literal
 from codewell.search.query.parser import And, Node, Not, Or, Pattern, Query
-from codewell.search.query.regex import TRUE, Formula, Lit, LitAnd, LitOr, compile_regex, required_literals
+from codewell.search.query.regex import Lit, LitAnd, compile_regex, required_literals
 
 __all__ = ["ShardHit", "ShardResult", "compile_paths", "search_shard", "select_docs", "selected_bytes"]
 
@@ -28,8 +34,16 @@ _UNANCHORED = re2._re2.RE2.Anchor.UNANCHORED
 # exhaustive searches make few, large native calls.
 _FIRST_BATCH_BYTES = 1 << 20
 _MAX_BATCH_BYTES = 64 << 20
-# Up to this many match offsets, per-offset searchsorted beats the vectorized binary search's fixed cost.
-_FEW_OFFSETS = 48
+# Literal scans go through Hyperscan when it is available (tests switch it off to compare both engines).
+USE_HYPERSCAN = True
+# Filters that leave at most this many documents scope the trigram lookups to their units.
+_SCOPED_DOCS = 4096
+# Filter results kept per shard (see _filtered).
+_FILTER_CACHE = 64
+# A single pattern with at most this many candidate units (~12 KiB each) is scanned without batches.
+_DIRECT_UNITS = 512
+# Up to this many match offsets, a per-offset bisect beats the vectorized binary search's fixed cost.
+_FEW_OFFSETS = 64
 
 
 @dataclass(slots=True)
@@ -53,21 +67,54 @@ def compile_paths(patterns: tuple[str, ...], case_sensitive: bool) -> list[Any]:
     return [compile_regex(p, case_sensitive=case_sensitive) for p in patterns]
 
 
-def plan(node: Node) -> Formula:
-    """The required-literal formula of a pattern tree (negations contribute nothing)."""
-    if isinstance(node, Pattern):
-        return required_literals(node.value)
-    if isinstance(node, Not):
-        return TRUE
-    parts = [plan(child) for child in node.children]
-    if isinstance(node, And):
-        kept = [p for p in parts if p is not TRUE]
-        if not kept:
-            return TRUE
-        return kept[0] if len(kept) == 1 else LitAnd(tuple(kept))
-    if any(p is TRUE for p in parts):
-        return TRUE
-    return LitOr(tuple(parts))
+class Candidates:
+    """Per query and shard: each pattern's candidate units (looked up once) and the tree's documents.
+
+    `scope`, when set, holds the units of the documents that the filters leave: candidate units are
+    looked up within it, so a filtered query never materializes the corpus-wide candidates.
+    """
+
+    def __init__(self, shard: Shard, scope: BitMap | None = None) -> None:
+        self.shard = shard
+        self.scope = scope
+        self._units: dict[str, BitMap | None] = {}
+        self._arrays: dict[str, np.ndarray] = {}
+
+    def units(self, pattern: Pattern) -> BitMap | None:
+        """Units that may hold a match of `pattern`; None when the index cannot narrow it."""
+        if pattern.value not in self._units:
+            self._units[pattern.value] = self.shard.candidates(required_literals(pattern.value), self.scope)
+        return self._units[pattern.value]
+
+    def unit_array(self, pattern: Pattern, units: BitMap) -> np.ndarray:
+        found = self._arrays.get(pattern.value)
+        if found is None:
+            found = self._arrays[pattern.value] = np.asarray(units.to_array(), dtype=np.int64)
+        return found
+
+    def docs(self, node: Node) -> BitMap | None:
+        """Documents that may satisfy the pattern tree (patterns combine per file); None = every document."""
+        if isinstance(node, Pattern):
+            units = self.units(node)
+            return None if units is None else self.shard.docs_of_units(units)
+        if isinstance(node, Not):
+            return None
+        parts = [self.docs(child) for child in node.children]
+        if isinstance(node, And):
+            kept = [p for p in parts if p is not None]
+            if not kept:
+                return None
+            acc = kept[0]
+            for part in kept[1:]:
+                acc = acc & part
+            return acc
+        if any(p is None for p in parts):
+            return None
+        union = BitMap()
+        for found in parts:
+            assert found is not None
+            union |= found
+        return union
 
 
 def filter_docs(shard: Shard, query: Query, branch: str | None) -> BitMap:
@@ -86,25 +133,90 @@ def filter_docs(shard: Shard, query: Query, branch: str | None) -> BitMap:
 
 def _paths_matching(shard: Shard, pattern: str, case_sensitive: bool) -> BitMap:
     literal = _prefilter_literal(Pattern(pattern, pattern, True, 0))
-    prefilter = compile_regex(literal, case_sensitive=False) if literal else None
+    prefilter = compile_regex(re.escape(literal.decode()), case_sensitive=False) if literal else None
     return shard.docs_matching_path(compile_regex(pattern, case_sensitive=case_sensitive), prefilter)
 
 
-def select_docs(shard: Shard, query: Query, branch: str | None, doc_range: tuple[int, int] | None = None) -> BitMap:
-    """Documents worth verifying: the filters (path, language, branch) first, then trigram candidates.
+@dataclass(frozen=True, slots=True)
+class _Filtered:
+    """What a query's filters leave of a shard: documents, and their units when they are few."""
+
+    docs: BitMap
+    scope: BitMap | None
+
+
+def _filtered(shard: Shard, query: Query, branch: str | None) -> _Filtered:
+    """The filters' documents, memoized per shard: agents search one directory or language again and again."""
+    key = (branch, query.files, query.exclude_files, query.languages, query.exclude_languages, query.case_sensitive)
+    found: _Filtered | None = shard.filter_cache.get(key)
+    if found is None:
+        # Shared by later queries: callers combine these bitmaps with `&`, never modify them in place.
+        docs = filter_docs(shard, query, branch)
+        scope = None
+        if len(docs) <= _SCOPED_DOCS and len(docs) < shard.doc_count:
+            scope = bitmap_of(shard.units_of(np.asarray(docs.to_array(), dtype=np.int64)))
+        found = _Filtered(docs, scope)
+        if len(shard.filter_cache) >= _FILTER_CACHE:
+            shard.filter_cache.pop(next(iter(shard.filter_cache)))
+        shard.filter_cache[key] = found
+    return found
+
+
+class Selection:
+    """A query's filters applied to a shard, and its candidates, looked up when first needed."""
+
+    def __init__(self, shard: Shard, query: Query, filtered: BitMap, candidates: Candidates) -> None:
+        self.shard, self.query, self.filtered, self.candidates = shard, query, filtered, candidates
+        self._docs: BitMap | None = None
+        self._direct: tuple[BitMap | None] | None = None
+
+    @property
+    def docs(self) -> BitMap:
+        """Documents worth verifying: the filtered ones that may satisfy the pattern tree."""
+        if self._docs is None:
+            docs = self.filtered
+            expr = self.query.expr
+            if docs and expr is not None and self.query.type != "path":
+                found = self.candidates.docs(expr)
+                if found is not None:
+                    docs = docs & found
+            self._docs = docs
+        return self._docs
+
+    def direct_units(self) -> BitMap | None:
+        """The candidate units of a single-pattern query when they are few enough to scan at once."""
+        if self._direct is None:
+            self._direct = (self._direct_units(),)
+        return self._direct[0]
+
+    def _direct_units(self) -> BitMap | None:
+        expr = self.query.expr
+        if not isinstance(expr, Pattern) or self.query.type == "path" or not self.filtered:
+            return None
+        units = self.candidates.units(expr)
+        if units is None or len(units) > _DIRECT_UNITS:
+            return None
+        if self.candidates.scope is None and len(self.filtered) < self.shard.doc_count:
+            # Unscoped candidates of a broad filter: keep the units of filtered documents only.
+            owners = self.shard.unit_doc[np.asarray(units.to_array(), dtype=np.int64)]
+            keep = np.asarray([d in self.filtered for d in owners.tolist()], dtype=bool)
+            units = bitmap_of(np.asarray(units.to_array(), dtype=np.int64)[keep])
+        return units
+
+    def within(self, lo: int, hi: int) -> Selection:
+        return Selection(self.shard, self.query, self.filtered & BitMap(range(lo, hi)), self.candidates)
+
+
+def select_docs(shard: Shard, query: Query, branch: str | None, doc_range: tuple[int, int] | None = None) -> Selection:
+    """The query's selection: the filters (path, language, branch) first, then trigram candidates.
 
     Filters come first because they are cheap bitmaps that often leave a handful of documents; the
-    trigram candidates of the pattern tree are intersected with them, so a filtered query never scans
+    trigram candidates of the pattern tree are looked up within them, so a filtered query never scans
     content outside its filter. Path-only (`type:path`) and filter-only queries get the filtered set.
     """
-    docs = filter_docs(shard, query, branch)
-    if doc_range is not None:
-        docs &= BitMap(range(*doc_range))
-    if docs and query.expr is not None and query.type != "path":
-        candidates = shard.candidates(plan(query.expr))
-        if candidates is not None:
-            docs &= candidates
-    return docs
+    filtered = _filtered(shard, query, branch)
+    docs = filtered.docs if doc_range is None else filtered.docs & BitMap(range(*doc_range))
+    return Selection(shard, query, docs, Candidates(shard, filtered.scope))
 
 
 def selected_bytes(shard: Shard, docs: BitMap) -> int:
@@ -123,21 +235,28 @@ def search_shard(
     limit: int | None,
     deadline: float,
     doc_range: tuple[int, int] | None = None,
-    selected: BitMap | None = None,
+    selected: Selection | None = None,
 ) -> ShardResult:
     """Matching documents of `shard` (within `doc_range`) in document order, stopping after `limit` lines.
 
     `selected`, when given, is `select_docs(shard, query, branch, doc_range)` computed by the caller.
     """
     result = ShardResult()
-    docs = selected if selected is not None else select_docs(shard, query, branch, doc_range)
+    selection = selected if selected is not None else select_docs(shard, query, branch, doc_range)
     if query.expr is None:
-        return _take_paths(docs, result, limit)
+        return _take_paths(selection.filtered, result, limit)
     path_mode = query.type == "path"
-    evaluator = _Evaluator(shard, query.case_sensitive, path_mode)
-    if isinstance(query.expr, Pattern):
-        # select_docs already intersected this pattern's candidates: the leaf need not look them up again.
-        evaluator.skip_candidates = True
+    evaluator = _Evaluator(shard, query.case_sensitive, path_mode, selection.candidates)
+    units = selection.direct_units()
+    if units is not None and isinstance(query.expr, Pattern):
+        # A selective single pattern: its few candidate units are scanned in one go, no batches.
+        if time.monotonic() > deadline:
+            result.timed_out = True
+            return result
+        evaluator.line_budget = limit
+        _collect(result, evaluator.scan_runs(query.expr, _unit_runs(shard, units)), limit)
+        return result
+    docs = selection.docs
     sorted_docs = np.asarray(docs.to_array(), dtype=np.int64) if docs else np.zeros(0, dtype=np.int64)
     batch_bytes = _FIRST_BATCH_BYTES
     i = 0
@@ -148,32 +267,52 @@ def search_shard(
             result.timed_out = True
             break
         j = _batch_end(cumulative, i, batch_bytes)
-        batch = BitMap(sorted_docs[i:j])
+        batch = bitmap_of(sorted_docs[i:j])
         i = j
         batch_bytes = min(batch_bytes * 2, _MAX_BATCH_BYTES)
         if isinstance(query.expr, Pattern) and limit is not None:
             evaluator.line_budget = limit - result.match_count
-        found = evaluator.eval(query.expr, batch)
-        for doc in sorted(found):
-            lines = sorted(found[doc])
-            count = max(1, len(lines))
-            if limit is not None and result.match_count + count > limit:
-                keep = limit - result.match_count
-                if keep > 0 and lines:
-                    result.hits.append(ShardHit(doc, lines[:keep]))
-                    result.match_count += keep
-                result.limit_hit = True
-                return result
-            result.hits.append(ShardHit(doc, lines))
-            result.match_count += count
-        # Reaching the count means "stopped, there may be more", as the count: filter documents.
-        if limit is not None and result.match_count >= limit:
-            result.limit_hit = True
+        if _collect(result, evaluator.eval(query.expr, batch), limit):
             break
     return result
 
 
-def _prefilter_literal(pattern: Pattern) -> str | None:
+def _collect(result: ShardResult, found: dict[int, set[int]], limit: int | None) -> bool:
+    """Append `found` (doc → lines) to `result` in document order, up to `limit` lines; True = stop."""
+    for doc in sorted(found):
+        lines = sorted(found[doc])
+        count = max(1, len(lines))
+        if limit is not None and result.match_count + count > limit:
+            keep = limit - result.match_count
+            if keep > 0 and lines:
+                result.hits.append(ShardHit(doc, lines[:keep]))
+                result.match_count += keep
+            result.limit_hit = True
+            return True
+        result.hits.append(ShardHit(doc, lines))
+        result.match_count += count
+    # Reaching the count means "stopped, there may be more", as the count: filter documents.
+    if limit is not None and result.match_count >= limit:
+        result.limit_hit = True
+        return True
+    return False
+
+
+def _unit_runs(shard: Shard, units: BitMap) -> list[tuple[int, int]]:
+    """[start, end) content ranges of the runs of consecutive units in `units` (few: a Python loop)."""
+    starts = shard.tables.unit_starts
+    runs: list[tuple[int, int]] = []
+    previous = -2
+    for unit in units:
+        if unit == previous + 1:
+            runs[-1] = (runs[-1][0], starts[unit + 1])
+        else:
+            runs.append((starts[unit], starts[unit + 1]))
+        previous = unit
+    return runs
+
+
+def _prefilter_literal(pattern: Pattern) -> bytes | None:
     """The longest ASCII literal a regex requires, when scanning for it first pays off (None otherwise)."""
     if not pattern.regex:
         return None
@@ -193,7 +332,7 @@ def _prefilter_literal(pattern: Pattern) -> str | None:
     # A regex that starts with its literal already gets RE2's own prefix acceleration.
     if re.escape(best.decode()).lower() == pattern.value.lower():
         return None
-    return re.escape(best.decode())
+    return best
 
 
 def _relaxed(pattern: Pattern) -> str | None:
@@ -238,21 +377,16 @@ def _batch_end(cumulative: np.ndarray, i: int, batch_bytes: int) -> int:
 class _Evaluator:
     """Evaluates a pattern tree on a batch of documents: doc → matching global line indices."""
 
-    def __init__(self, shard: Shard, case_sensitive: bool, path_mode: bool) -> None:
+    def __init__(self, shard: Shard, case_sensitive: bool, path_mode: bool, candidates: Candidates) -> None:
         self.shard = shard
         self.case_sensitive = case_sensitive
         self.path_mode = path_mode
-        # Candidates per pattern are computed once per query, not once per batch.
-        self._candidates: dict[str, BitMap | None] = {}
+        # Candidate units per pattern are looked up once per query (shared with select_docs), not per batch.
+        self.candidates = candidates
         # For a single-pattern query, lines = matches: scans may stop once this many lines are found.
         self.line_budget: int | None = None
         self._paths: dict[str, BitMap] = {}
-        self.skip_candidates = False
-
-    def candidates(self, pattern: Pattern) -> BitMap | None:
-        if pattern.value not in self._candidates:
-            self._candidates[pattern.value] = self.shard.candidates(required_literals(pattern.value))
-        return self._candidates[pattern.value]
+        self.use_hyperscan = USE_HYPERSCAN and hyperscan_available()
 
     def eval(self, node: Node, docs: BitMap) -> dict[int, set[int]]:
         if not docs:
@@ -286,22 +420,60 @@ class _Evaluator:
             if pattern.value not in self._paths:
                 self._paths[pattern.value] = self.shard.docs_matching_path(regex)
             return {d: set() for d in docs & self._paths[pattern.value]}
-        candidates = None if self.skip_candidates else self.candidates(pattern)
-        if candidates is not None:
-            docs = docs & candidates
-        if not docs:
+        return self.scan_runs(pattern, self._runs(pattern, docs))
+
+    def scan_runs(self, pattern: Pattern, runs: list[tuple[int, int]]) -> dict[int, set[int]]:
+        """Matching lines of `pattern` in the content `runs`, with the fastest verifier for it."""
+        if not runs:
             return {}
+        regex = compile_regex(pattern.value, case_sensitive=self.case_sensitive)
+        if not pattern.regex and pattern.text.isascii() and self.use_hyperscan:
+            # ASCII literal: Hyperscan's case folding is RE2's (and ripgrep's --no-unicode) exactly.
+            offsets = scan_literal(
+                self.shard.content, pattern.text.encode(), self.case_sensitive, runs, self.line_budget
+            )
+            return self.lines_of(offsets)
         prefilter = _prefilter_literal(pattern)
+        if prefilter is not None and self.use_hyperscan:
+            return self.lines_of(self._hyperscan_prefiltered(regex._regexp, prefilter, runs))
         if prefilter is not None:
-            return self.scan_prefiltered(regex._regexp, compile_regex(prefilter, case_sensitive=False)._regexp, docs)
+            literal = compile_regex(re.escape(prefilter.decode()), case_sensitive=False)._regexp
+            return self.scan_prefiltered(regex._regexp, literal, runs)
         relaxed = _relaxed(pattern)
         if relaxed is not None:
             return self.scan_prefiltered(
-                regex._regexp, compile_regex(relaxed, case_sensitive=self.case_sensitive)._regexp, docs
+                regex._regexp, compile_regex(relaxed, case_sensitive=self.case_sensitive)._regexp, runs
             )
-        return self.scan(regex._regexp, docs)
+        return self.scan(regex._regexp, runs)
 
-    def scan_prefiltered(self, regexp: Any, literal: Any, docs: BitMap) -> dict[int, set[int]]:
+    def _runs(self, pattern: Pattern, docs: BitMap) -> list[tuple[int, int]]:
+        """[start, end) content ranges to scan for `pattern` in `docs`: its candidate units there, merged."""
+        shard = self.shard
+        doc_ids = np.asarray(docs.to_array(), dtype=np.int64)
+        units = self.candidates.units(pattern)
+        if units is None:
+            return _ranges(doc_ids, shard.starts)
+        every = self.candidates.unit_array(pattern, units)
+        # The documents' units form one id range; keep the candidates inside it whose document is in `docs`.
+        lo, hi = np.searchsorted(every, shard.doc_unit0[[doc_ids[0], doc_ids[-1] + 1]])
+        inside = every[lo:hi]
+        owner = shard.unit_doc[inside]
+        at = np.minimum(np.searchsorted(doc_ids, owner), len(doc_ids) - 1)
+        return _ranges(inside[doc_ids[at] == owner], shard.unit_starts)
+
+    def _hyperscan_prefiltered(self, regexp: Any, literal: bytes, runs: list[tuple[int, int]]) -> list[int]:
+        """Like scan_prefiltered, with Hyperscan finding the lines that hold the required literal."""
+        content = self.shard.content
+        rfind, full_match = content.rfind, regexp.Match
+
+        def accept(offset: int, line_end: int) -> int:
+            line_start = rfind(b"\n", 0, offset) + 1
+            hit: int = full_match(_UNANCHORED, content, line_start, line_end)[0][0]
+            return hit
+
+        return scan_literal(content, literal, False, runs, self.line_budget, accept)
+
+    def scan_prefiltered(self, regexp: Any, literal: Any, runs: list[tuple[int, int]]) -> dict[int, set[int]]:
         """Find a required literal first (fast literal scan), then run the full regex on that line only.
 
         For regexes without a literal prefix (`[a-z]+_init_`) this replaces a DFA pass over every byte with a
@@ -311,7 +483,7 @@ class _Evaluator:
         find, rfind = content.find, content.rfind
         lit_match, full_match = literal.Match, regexp.Match
         offsets: list[int] = []
-        for run_start, end in self._runs(docs):
+        for run_start, end in runs:
             pos = run_start
             while pos < end:
                 ms = lit_match(_UNANCHORED, content, pos, end)[0][0]
@@ -327,35 +499,19 @@ class _Evaluator:
                 pos = line_end + 1
         return self.lines_of(offsets)
 
-    def _runs(self, docs: BitMap) -> list[tuple[int, int]]:
-        """[start, end) content ranges of the runs of consecutive documents in `docs`."""
-        starts = self.shard.starts
-        arr = np.asarray(docs.to_array(), dtype=np.int64)
-        breaks = np.flatnonzero(np.diff(arr) != 1) + 1
-        firsts = arr[np.concatenate([[0], breaks])]
-        lasts = arr[np.concatenate([breaks, [len(arr)]]) - 1]
-        return list(zip(starts[firsts].tolist(), starts[lasts + 1].tolist(), strict=True))
-
-    def scan(self, regexp: Any, docs: BitMap) -> dict[int, set[int]]:
-        """Match `regexp` over each run of consecutive documents with one native call per matching line.
+    def scan(self, regexp: Any, runs: list[tuple[int, int]]) -> dict[int, set[int]]:
+        """Match `regexp` over each contiguous range with one native call per matching line.
 
         The loop only records match offsets and skips to the next line (memchr via mmap.find); offsets are
-        mapped to documents and lines afterwards with one numpy searchsorted per matching document.
+        mapped to documents and lines afterwards.
         """
-        shard = self.shard
-        starts = shard.starts
-        content = shard.content
-        arr = np.asarray(docs.to_array(), dtype=np.int64)
-        # Runs of consecutive doc ids are contiguous in the content file.
-        breaks = np.flatnonzero(np.diff(arr) != 1) + 1
-        run_firsts = arr[np.concatenate([[0], breaks])].tolist()
-        run_lasts = arr[np.concatenate([breaks, [len(arr)]]) - 1].tolist()
+        content = self.shard.content
         match = regexp.Match
         find = content.find
         budget = self.line_budget
         offsets: list[int] = []
-        for first_doc, last_doc in zip(run_firsts, run_lasts, strict=True):
-            pos, end = int(starts[first_doc]), int(starts[last_doc + 1])
+        for run_start, end in runs:
+            pos = run_start
             while pos < end:
                 ms = match(_UNANCHORED, content, pos, end)[0][0]
                 if ms < 0 or ms >= end:
@@ -363,28 +519,17 @@ class _Evaluator:
                 offsets.append(ms)
                 if budget is not None and len(offsets) >= budget:
                     return self.lines_of(offsets)
-                # Every document ends in a newline, so the line end is always inside the run.
+                # Every unit ends in a newline, so the line end is always inside the range.
                 pos = find(b"\n", ms) + 1
         return self.lines_of(offsets)
 
     def lines_of(self, offsets: list[int]) -> dict[int, set[int]]:
-        """Map ascending content offsets to {document: global line indices}.
-
-        One vectorized binary search over every offset at once: each offset is searched for within its own
-        document's slice of `newlines` (relative offsets), in about log2(lines per document) numpy steps.
-        """
+        """Map ascending content offsets to {document: global line indices}."""
         if not offsets:
             return {}
-        shard = self.shard
-        at = np.asarray(offsets, dtype=np.int64)
-        doc_of = np.searchsorted(shard.starts, at, side="right") - 1
-        rel = at - shard.starts[doc_of]
-        if len(offsets) <= _FEW_OFFSETS:
-            lines = self._lines_few(doc_of.tolist(), rel.tolist())
-        else:
-            lines = self._lines_many(doc_of, rel)
+        pairs = self._lines_few(offsets) if len(offsets) <= _FEW_OFFSETS else self._lines_many(offsets)
         found: dict[int, set[int]] = {}
-        for doc, line in zip(doc_of.tolist(), lines, strict=True):
+        for doc, line in pairs:
             bucket = found.get(doc)
             if bucket is None:
                 found[doc] = {line}
@@ -392,36 +537,63 @@ class _Evaluator:
                 bucket.add(line)
         return found
 
-    def _lines_few(self, docs: list[int], rel: list[int]) -> list[int]:
-        """Line of each (document, relative offset): one searchsorted each (cheapest for a few offsets)."""
-        line_base, newlines = self.shard.line_base, self.shard.newlines
-        lines = []
-        for doc, offset in zip(docs, rel, strict=True):
-            base, top = int(line_base[doc]), int(line_base[doc + 1])
-            lines.append(base + int(np.searchsorted(newlines[base:top], np.uint32(offset), side="left")))
-        return lines
+    def _lines_few(self, offsets: list[int]) -> list[tuple[int, int]]:
+        """(document, line) of each offset by bisecting the stored tables (cheapest for a few offsets).
 
-    def _lines_many(self, doc_of: np.ndarray, rel: np.ndarray) -> list[int]:
-        """Line of each (document, relative offset), as one vectorized binary search over all offsets.
-
-        Each offset is searched for within its own document's slice of `newlines`: about log2(lines per
-        document) numpy steps in all, instead of a Python loop over matching documents.
+        Offsets arrive ascending, mostly several per document: the document is looked up again only when
+        an offset leaves the current one.
         """
-        newlines = self.shard.newlines
-        lo = self.shard.line_base[doc_of].copy()
-        hi = self.shard.line_base[doc_of + 1].copy()
+        tables = self.shard.tables
+        starts, page0, pages, low = tables.starts, tables.doc_page0, tables.nl_pages, tables.nl_low
+        shift = self.shard.page_shift
+        mask = (1 << shift) - 1
+        out = []
+        doc = doc_start = doc_end = first_page = -1
+        for offset in offsets:
+            if not doc_start <= offset < doc_end:
+                doc = bisect_right(starts, offset) - 1
+                doc_start, doc_end, first_page = starts[doc], starts[doc + 1], page0[doc]
+            rel = offset - doc_start
+            page = first_page + (rel >> shift)
+            out.append((doc, bisect_left(low, rel & mask, pages[page], pages[page + 1])))
+        return out
+
+    def _lines_many(self, offsets: list[int]) -> list[tuple[int, int]]:
+        """(document, line) of each offset, as one vectorized binary search over all offsets.
+
+        Each offset is searched for within its own 64 KiB page of its document's newline offsets: about
+        log2(lines per page) numpy steps in all, instead of a Python loop over matching documents.
+        """
+        shard = self.shard
+        at = np.asarray(offsets, dtype=np.int64)
+        doc_of = np.searchsorted(shard.starts, at, side="right") - 1
+        rel = at - shard.starts[doc_of]
+        page = shard.doc_page0[doc_of] + (rel >> shard.page_shift)
+        target = rel & ((1 << shard.page_shift) - 1)
+        newlines = shard.nl_low
+        lo = shard.nl_pages[page].copy()
+        hi = shard.nl_pages[page + 1].copy()
         last = len(newlines) - 1
-        # Leftmost line whose newline offset is >= rel (the newline that ends the match's line).
+        # Leftmost line whose newline offset is >= the target (the newline that ends the match's line).
         while True:
             active = lo < hi
             if not active.any():
                 break
             mid = (lo + hi) >> 1
-            go_right = active & (newlines[np.minimum(mid, last)].astype(np.int64) < rel)
+            go_right = active & (newlines[np.minimum(mid, last)].astype(np.int64) < target)
             lo = np.where(go_right, mid + 1, lo)
             hi = np.where(active & ~go_right, mid, hi)
-        result: list[int] = lo.tolist()
-        return result
+        return list(zip(doc_of.tolist(), lo.tolist(), strict=True))
+
+
+def _ranges(ids: np.ndarray, starts: np.ndarray) -> list[tuple[int, int]]:
+    """[start, end) content ranges of the runs of consecutive ids (documents or units) in sorted `ids`."""
+    if not len(ids):
+        return []
+    breaks = np.flatnonzero(np.diff(ids) != 1) + 1
+    firsts = ids[np.concatenate([[0], breaks])]
+    lasts = ids[np.concatenate([breaks, [len(ids)]]) - 1]
+    return list(zip(starts[firsts].tolist(), starts[lasts + 1].tolist(), strict=True))
 
 
 # Parallel verification -----------------------------------------------------------------------------
@@ -464,7 +636,12 @@ def search_shard_parallel(
     if pool is None or parts < 2 or limit is not None or int(shard.starts[-1]) < PARALLEL_MIN_BYTES:
         return search_shard(shard, query, branch=branch, limit=limit, deadline=deadline)
     selected = select_docs(shard, query, branch)
-    if query.expr is None or query.type == "path" or selected_bytes(shard, selected) < PARALLEL_MIN_BYTES:
+    if (
+        query.expr is None
+        or query.type == "path"
+        or selected.direct_units() is not None
+        or selected_bytes(shard, selected.docs) < PARALLEL_MIN_BYTES
+    ):
         return search_shard(shard, query, branch=branch, limit=limit, deadline=deadline, selected=selected)
     ranges = split_ranges(shard, parts)
     futures = [
@@ -472,7 +649,7 @@ def search_shard_parallel(
     ]
     lo0, hi0 = ranges[0]
     merged = search_shard(
-        shard, query, branch=branch, limit=limit, deadline=deadline, selected=selected & BitMap(range(lo0, hi0))
+        shard, query, branch=branch, limit=limit, deadline=deadline, selected=selected.within(lo0, hi0)
     )
     for future in futures:
         part = future.result()
@@ -498,7 +675,7 @@ def search_many(
             for s, b in jobs
         ]
     selections = [select_docs(shard, query, branch) for shard, branch in jobs]
-    scanned = sum(selected_bytes(shard, sel) for (shard, _), sel in zip(jobs, selections, strict=True))
+    scanned = sum(selected_bytes(shard, sel.docs) for (shard, _), sel in zip(jobs, selections, strict=True))
     if query.expr is None or query.type == "path" or scanned < PARALLEL_MIN_BYTES:
         return [
             search_shard(s, query, branch=b, limit=None, deadline=deadline, selected=sel)
@@ -514,7 +691,7 @@ def search_many(
         for _, shard, branch, (lo, hi) in pieces[1:]
     ]
     index0, shard0, branch0, (lo0, hi0) = pieces[0]
-    first = selections[index0] & BitMap(range(lo0, hi0))
+    first = selections[index0].within(lo0, hi0)
     outputs = [search_shard(shard0, query, branch=branch0, limit=None, deadline=deadline, selected=first)]
     outputs.extend(f.result() for f in futures)
     merged = [ShardResult() for _ in jobs]

@@ -5,13 +5,16 @@ from __future__ import annotations
 import re
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from codewell.search.index.builder import SourceDoc, build_shard
+from codewell.search import literal_scan
+from codewell.search.index.builder import PAGE_SHIFT, UNIT_BYTES, SourceDoc, build_shard
 from codewell.search.index.shard import Shard
 from codewell.search.query.parser import And, Node, Not, Or, Pattern, Query
 from codewell.search.searcher import search_shard
@@ -43,6 +46,27 @@ REGEXES = [
     r"\b[ab]+c",
 ]
 regex = st.sampled_from(REGEXES)
+# (unit_bytes, page_shift): the production geometry, and tiny units and newline pages so that random
+# corpora cross unit and page boundaries (units of a few lines, lines longer than a page).
+# The third value chooses the literal verifier: Hyperscan (True) or RE2 (False).
+geometry = st.tuples(st.sampled_from([(UNIT_BYTES, PAGE_SHIFT), (8, 2), (16, 3), (32, 4), (1, 1)]), st.booleans()).map(
+    lambda t: (t[0][0], t[0][1], t[1])
+)
+Shape = tuple[int, int, bool]
+
+
+@contextmanager
+def verifier(shape: Shape) -> Iterator[None]:
+    """Run the searcher with the literal verifier that `shape` chooses."""
+    from codewell.search import searcher
+
+    assert literal_scan.available(), "hyperscan must be installed for the search tests"
+    saved = searcher.USE_HYPERSCAN
+    searcher.USE_HYPERSCAN = shape[2]
+    try:
+        yield
+    finally:
+        searcher.USE_HYPERSCAN = saved
 
 
 def leaf() -> st.SearchStrategy[Node]:
@@ -89,12 +113,17 @@ def reference(node: Node, lines: list[str], flags: int) -> tuple[bool, set[int]]
     return bool(matched), set().union(*matched) if matched else set()
 
 
-def run(docs: list[str], node: Node, case_sensitive: bool) -> tuple[dict[str, set[int]], dict[str, set[int]]]:
+def run(
+    docs: list[str], node: Node, case_sensitive: bool, shape: Shape = (UNIT_BYTES, PAGE_SHIFT, True)
+) -> tuple[dict[str, set[int]], dict[str, set[int]]]:
     with tempfile.TemporaryDirectory() as tmp:
         sources = [SourceDoc(f"f{i}.txt", d.encode(), len(d), frozenset({"main"})) for i, d in enumerate(docs)]
-        shard = Shard.open(build_shard(Path(tmp) / "s", {"repo": "r"}, sources))
+        shard = Shard.open(
+            build_shard(Path(tmp) / "s", {"repo": "r"}, sources, unit_bytes=shape[0], page_shift=shape[1])
+        )
         q = Query(expr=node, case_sensitive=case_sensitive)
-        result = search_shard(shard, q, branch="main", limit=None, deadline=time.monotonic() + 30)
+        with verifier(shape):
+            result = search_shard(shard, q, branch="main", limit=None, deadline=time.monotonic() + 30)
         got = {shard.paths[h.doc]: {line - int(shard.line_base[h.doc]) + 1 for line in h.lines} for h in result.hits}
     flags = 0 if case_sensitive else re.IGNORECASE
     want: dict[str, set[int]] = {}
@@ -109,22 +138,49 @@ def _has_negation_only_match(node: Node) -> bool:
     return not isinstance(node, Pattern)
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(corpus, tree, st.booleans())
-def test_searcher_equals_brute_force(docs: list[str], node: Node, case_sensitive: bool) -> None:
-    got, want = run(docs, node, case_sensitive)
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(corpus, tree, st.booleans(), geometry)
+def test_searcher_equals_brute_force(docs: list[str], node: Node, case_sensitive: bool, shape: Shape) -> None:
+    got, want = run(docs, node, case_sensitive, shape)
     assert got == want
 
 
-@settings(max_examples=30, deadline=None)
-@given(corpus, literal, st.integers(min_value=1, max_value=5))
-def test_limit_returns_a_prefix(docs: list[str], needle: str, limit: int) -> None:
+@settings(max_examples=60, deadline=None)
+@given(corpus, geometry)
+def test_line_text_and_line_index_round_trip(docs: list[str], shape: Shape) -> None:
+    """Every stored line reads back exactly, and every offset in it maps back to it, whatever the page size."""
     with tempfile.TemporaryDirectory() as tmp:
         sources = [SourceDoc(f"f{i}.txt", d.encode(), len(d), frozenset({"main"})) for i, d in enumerate(docs)]
-        shard = Shard.open(build_shard(Path(tmp) / "s", {"repo": "r"}, sources))
+        shard = Shard.open(
+            build_shard(Path(tmp) / "s", {"repo": "r"}, sources, unit_bytes=shape[0], page_shift=shape[1])
+        )
+        for doc, data in enumerate(docs):
+            lines = lines_of(data)
+            base = int(shard.line_base[doc])
+            assert int(shard.line_base[doc + 1]) - base == len(lines)
+            for k, line in enumerate(lines):
+                assert shard.line_text(doc, base + k) == line.encode()
+                start, end = shard.line_span(doc, base + k)
+                for offset in range(start, end + 1):
+                    assert shard.line_index(doc, offset) == base + k
+        # Units tile the content exactly and start at line starts.
+        starts = shard.unit_starts.tolist()
+        assert starts[-1] == int(shard.starts[-1])
+        assert all(s == 0 or shard.content[s - 1 : s] == b"\n" for s in starts[:-1])
+
+
+@settings(max_examples=30, deadline=None)
+@given(corpus, literal, st.integers(min_value=1, max_value=5), geometry)
+def test_limit_returns_a_prefix(docs: list[str], needle: str, limit: int, shape: Shape) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        sources = [SourceDoc(f"f{i}.txt", d.encode(), len(d), frozenset({"main"})) for i, d in enumerate(docs)]
+        shard = Shard.open(
+            build_shard(Path(tmp) / "s", {"repo": "r"}, sources, unit_bytes=shape[0], page_shift=shape[1])
+        )
         q = Query(expr=Pattern(re.escape(needle), needle, False, 0))
-        full = search_shard(shard, q, branch="main", limit=None, deadline=time.monotonic() + 30)
-        part = search_shard(shard, q, branch="main", limit=limit, deadline=time.monotonic() + 30)
+        with verifier(shape):
+            full = search_shard(shard, q, branch="main", limit=None, deadline=time.monotonic() + 30)
+            part = search_shard(shard, q, branch="main", limit=limit, deadline=time.monotonic() + 30)
     flat_full = [(h.doc, line) for h in full.hits for line in h.lines]
     flat_part = [(h.doc, line) for h in part.hits for line in h.lines]
     assert flat_part == flat_full[:limit]
@@ -177,32 +233,37 @@ def test_fan_out_over_shards_equals_sequential(tmp_path: Path, monkeypatch: pyte
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(corpus, tree, st.booleans())
-def test_vectorized_line_mapping_equals_brute_force(docs: list[str], node: Node, case_sensitive: bool) -> None:
+@given(corpus, tree, st.booleans(), geometry)
+def test_vectorized_line_mapping_equals_brute_force(
+    docs: list[str], node: Node, case_sensitive: bool, shape: Shape
+) -> None:
     """The vectorized offset → line search (used for many matches) agrees with the reference too."""
     from codewell.search import searcher
 
     saved = searcher._FEW_OFFSETS
     searcher._FEW_OFFSETS = 0
     try:
-        got, want = run(docs, node, case_sensitive)
+        got, want = run(docs, node, case_sensitive, shape)
     finally:
         searcher._FEW_OFFSETS = saved
     assert got == want
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(corpus, tree, st.booleans(), st.sampled_from(["^d0/", "^d1/", "f1", "d0/f[02]"]))
+@given(corpus, tree, st.booleans(), st.sampled_from(["^d0/", "^d1/", "f1", "d0/f[02]"]), geometry)
 def test_file_filter_then_trigrams_equals_brute_force(
-    docs: list[str], node: Node, case_sensitive: bool, file_regex: str
+    docs: list[str], node: Node, case_sensitive: bool, file_regex: str, shape: Shape
 ) -> None:
     """A file: filter narrows the documents before content work; results are the reference's, filtered."""
     with tempfile.TemporaryDirectory() as tmp:
         paths = [f"d{i % 2}/f{i}.txt" for i in range(len(docs))]
         sources = [SourceDoc(p, d.encode(), len(d), frozenset({"main"})) for p, d in zip(paths, docs, strict=True)]
-        shard = Shard.open(build_shard(Path(tmp) / "s", {"repo": "r"}, sources))
+        shard = Shard.open(
+            build_shard(Path(tmp) / "s", {"repo": "r"}, sources, unit_bytes=shape[0], page_shift=shape[1])
+        )
         q = Query(expr=node, case_sensitive=case_sensitive, files=(file_regex,))
-        result = search_shard(shard, q, branch="main", limit=None, deadline=time.monotonic() + 30)
+        with verifier(shape):
+            result = search_shard(shard, q, branch="main", limit=None, deadline=time.monotonic() + 30)
         got = {shard.paths[h.doc]: {line - int(shard.line_base[h.doc]) + 1 for line in h.lines} for h in result.hits}
     flags = 0 if case_sensitive else re.IGNORECASE
     want: dict[str, set[int]] = {}
@@ -248,6 +309,8 @@ def test_selective_queries_skip_the_pool(tmp_path: Path, monkeypatch: pytest.Mon
     rare = Query(expr=Pattern(re.escape("x42;"), "x42;", False, 0))
     many = searcher.search_many([(shard, "main"), (shard, "main")], rare, deadline=deadline, pool=_NoPool(), parts=2)
     assert [[shard.paths[h.doc] for h in r.hits] for r in many] == [["drivers/d042.c"], ["drivers/d042.c"]]
+    # An unselective pattern (more candidate units than a direct scan takes) goes to the pool.
+    monkeypatch.setattr(searcher, "_DIRECT_UNITS", 100)
     with pytest.raises(AssertionError, match="process pool"):
         searcher.search_shard_parallel(
             shard,

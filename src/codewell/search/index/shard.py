@@ -1,25 +1,44 @@
-"""Read a shard: mmap'd content and arrays, trigram lookups, and offset → document/line mapping."""
+"""Read a shard: mmap'd content and arrays, trigram lookups (→ units), and offset → document/line mapping."""
 
 from __future__ import annotations
 
 import json
 import mmap
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import re2
 from pyroaring import BitMap
 
+from codewell.search.index.bitmaps import bitmap_of
+from codewell.search.index.builder import FORMAT_VERSION
 from codewell.search.query.regex import TRUE, Formula, Lit, LitAnd, LitOr
 
-__all__ = ["Shard"]
+__all__ = ["LineTables", "Shard"]
+
+
+# Candidate lookups stop reading posting lists of trigrams found in more than _COMMON of all units once
+# at most _FEW_UNITS candidates remain (see Shard._literal_units).
+_FEW_UNITS = 64
+_COMMON = 0.25
 
 
 def _trigrams(value: bytes) -> list[int]:
     return sorted({(value[i] << 16) | (value[i + 1] << 8) | value[i + 2] for i in range(len(value) - 2)})
+
+
+class LineTables(NamedTuple):
+    """Memoryviews of the offset tables, for `bisect` from Python without numpy's per-call overhead."""
+
+    starts: memoryview
+    doc_page0: memoryview
+    nl_pages: memoryview
+    nl_low: memoryview
+    unit_starts: memoryview
 
 
 @dataclass
@@ -31,20 +50,30 @@ class Shard:
     content: Any  # mmap.mmap or bytes
     starts: np.ndarray
     line_base: np.ndarray
-    newlines: np.ndarray
+    nl_low: np.ndarray
+    nl_pages: np.ndarray
+    doc_page0: np.ndarray
+    unit_starts: np.ndarray
+    doc_unit0: np.ndarray
     tri_keys: np.ndarray
     tri_offs: np.ndarray
     tri_raw: np.ndarray
+    tri_counts: np.ndarray
     postings: Any
     paths: list[str]
     languages: list[str]
     skipped: list[str]
     _path_cache: dict[tuple[bytes, bool], BitMap] = field(default_factory=dict)
+    # The searcher's memo of filter results (query filters → documents), bounded by the searcher.
+    filter_cache: dict[Any, Any] = field(default_factory=dict)
 
     @classmethod
     def open(cls, path: Path) -> Shard:
         """Open the shard directory at `path` (content and postings are mapped, not read)."""
         meta = json.loads((path / "meta.json").read_text())
+        if meta.get("format") != FORMAT_VERSION:
+            # An index written by another version: the service treats the repository as not indexed.
+            raise ValueError(f"shard format {meta.get('format')} is not {FORMAT_VERSION}: re-index")
         docs = json.loads((path / "docs.json").read_text())
 
         def load(name: str) -> np.ndarray:
@@ -59,15 +88,25 @@ class Shard:
             # Small per-document arrays as int64, so lookups with Python ints never promote to float64.
             starts=np.load(path / "starts.npy").astype(np.int64),
             line_base=np.load(path / "line_base.npy").astype(np.int64),
-            newlines=load("newlines.npy"),
+            nl_low=load("nl_low.npy"),
+            nl_pages=np.load(path / "nl_pages.npy").astype(np.int64),
+            doc_page0=np.load(path / "doc_page0.npy").astype(np.int64),
+            unit_starts=np.load(path / "unit_starts.npy").astype(np.int64),
+            doc_unit0=np.load(path / "doc_unit0.npy").astype(np.int64),
             tri_keys=load("tri_keys.npy"),
             tri_offs=load("tri_offs.npy"),
             tri_raw=load("tri_raw.npy"),
+            tri_counts=load("tri_counts.npy"),
             postings=_map(path / "postings.bin"),
             paths=docs["paths"],
             languages=docs["languages"],
             skipped=docs["skipped"],
         )
+
+    @cached_property
+    def page_shift(self) -> int:
+        """log2 of the page size of the newline table (16 unless a test built tiny pages)."""
+        return int(self.meta["page_shift"])
 
     @property
     def doc_count(self) -> int:
@@ -144,6 +183,47 @@ class Shard:
     def docs_with_language(self, languages: set[str]) -> BitMap:
         return BitMap(i for i, lang in enumerate(self.languages) if lang in languages)
 
+    @cached_property
+    def _trigram_views(self) -> tuple[memoryview, memoryview]:
+        return memoryview(self.tri_keys.data), memoryview(self.tri_counts.data)
+
+    @cached_property
+    def tables(self) -> LineTables:
+        arrays = (self.starts, self.doc_page0, self.nl_pages, self.nl_low, self.unit_starts)
+        views = (memoryview(a.data) for a in arrays)
+        return LineTables(*views)
+
+    # Units ---------------------------------------------------------------------------------------
+
+    @property
+    def unit_count(self) -> int:
+        return len(self.unit_starts) - 1
+
+    @cached_property
+    def unit_doc(self) -> np.ndarray:
+        """Document of each unit."""
+        counts = np.diff(self.doc_unit0)
+        return np.repeat(np.arange(self.doc_count, dtype=np.int64), counts)
+
+    def units_of(self, docs: np.ndarray) -> np.ndarray:
+        """Every unit of the (sorted) documents `docs`, ascending."""
+        firsts, lasts = self.doc_unit0[docs], self.doc_unit0[docs + 1]
+        counts = lasts - firsts
+        total = int(counts.sum())
+        if total == 0:
+            return np.zeros(0, dtype=np.int64)
+        # firsts repeated per unit, plus the unit's rank within its document.
+        offsets = np.repeat(firsts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+        return offsets + np.arange(total, dtype=np.int64)
+
+    def docs_of_units(self, units: BitMap) -> BitMap:
+        """The documents that the units belong to."""
+        if not units:
+            return BitMap()
+        docs = self.unit_doc[np.asarray(units.to_array(), dtype=np.int64)]
+        # Units ascend, so their documents do: drop repeats by comparing neighbours.
+        return bitmap_of(docs[np.concatenate([[True], docs[1:] != docs[:-1]])])
+
     # Trigram index -----------------------------------------------------------------------------
 
     def _find(self, trigram: int) -> int:
@@ -151,38 +231,62 @@ class Shard:
         return int(np.searchsorted(self.tri_keys, np.uint32(trigram)))
 
     def posting(self, trigram: int) -> BitMap:
-        """Documents containing the (case-folded) trigram."""
+        """Units containing the (case-folded) trigram."""
         i = self._find(trigram)
         if i >= len(self.tri_keys) or int(self.tri_keys[i]) != trigram:
             return BitMap()
+        return self._posting_at(i)
+
+    def _posting_at(self, i: int) -> BitMap:
         a, b = int(self.tri_offs[i]), int(self.tri_offs[i + 1])
         if self.tri_raw[i]:
-            return BitMap(np.frombuffer(self.postings, dtype=np.uint32, count=(b - a) // 4, offset=a))
+            return BitMap(np.frombuffer(self.postings, dtype=np.uint32, count=(b - a) // 4, offset=a).tolist())
         return BitMap.deserialize(self.postings[a:b])
 
-    def _posting_size(self, trigram: int) -> int:
-        i = self._find(trigram)
-        if i >= len(self.tri_keys) or int(self.tri_keys[i]) != trigram:
-            return 0
-        return int(self.tri_offs[i + 1]) - int(self.tri_offs[i])
+    def _literal_units(self, value: bytes, scope: BitMap | None) -> BitMap:
+        """Units (within `scope`) holding every trigram of `value`, fewest units first.
 
-    def candidates(self, formula: Formula) -> BitMap | None:
-        """Documents that may satisfy `formula`; None means "every document" (no index help)."""
+        Once at most _FEW_UNITS candidates remain, lists of trigrams in more than _COMMON of all units are
+        not read: they rarely remove a unit, and scanning a unit costs less than reading such a list (the
+        candidates stay a superset of the matches).
+        """
+        # A literal has a handful of trigrams: bisecting memoryviews beats numpy's per-call overhead here.
+        keys, counts = self._trigram_views
+        found: list[tuple[int, int]] = []
+        for trigram in _trigrams(value):
+            i = bisect_left(keys, trigram)
+            if i == len(keys) or keys[i] != trigram:
+                return BitMap()
+            found.append((counts[i], i))
+        found.sort()
+        common = _COMMON * self.unit_count
+        result: BitMap | None = None if scope is None else scope.copy()
+        for count, i in found:
+            if result is not None and len(result) <= _FEW_UNITS and count > common:
+                break
+            posting = self._posting_at(i)
+            result = posting if result is None else result & posting
+            if not result:
+                break
+        return result if result is not None else BitMap()
+
+    def candidates(self, formula: Formula, scope: BitMap | None = None) -> BitMap | None:
+        """Units (within `scope`, if given) that may hold a match of one pattern whose required literals are `formula`.
+
+        None means "every unit (of the scope)" (no index help). Units, not documents: literals that one pattern requires
+        all lie on the matching line, hence in one unit (combine patterns per document with
+        `docs_of_units`).
+        """
         if formula is TRUE:
             return None
         if isinstance(formula, Lit):
-            tris = sorted(_trigrams(formula.value), key=self._posting_size)
-            result: BitMap | None = None
-            for t in tris:
-                docs = self.posting(t)
-                result = docs if result is None else result & docs
-                if not result:
-                    break
-            return result if result is not None else None
+            if len(formula.value) < 3:
+                return None
+            return self._literal_units(formula.value, scope)
         if isinstance(formula, LitAnd):
             acc: BitMap | None = None
             for child in formula.children:
-                found = self.candidates(child)
+                found = self.candidates(child, scope)
                 if found is None:
                     continue
                 acc = found if acc is None else acc & found
@@ -192,7 +296,7 @@ class Shard:
         if isinstance(formula, LitOr):
             union = BitMap()
             for child in formula.children:
-                part = self.candidates(child)
+                part = self.candidates(child, scope)
                 if part is None:
                     return None
                 union |= part
@@ -205,17 +309,25 @@ class Shard:
         return int(np.searchsorted(self.starts, offset, side="right")) - 1
 
     def line_index(self, doc: int, offset: int) -> int:
-        """Global index (into `newlines`) of the line containing `offset` of document `doc`."""
-        base, top = int(self.line_base[doc]), int(self.line_base[doc + 1])
+        """Global line index of the line containing absolute `offset` of document `doc`."""
         rel = offset - int(self.starts[doc])
-        return base + int(np.searchsorted(self.newlines[base:top], np.uint32(rel), side="left"))
+        page = int(self.doc_page0[doc]) + (rel >> self.page_shift)
+        lo, hi = int(self.nl_pages[page]), int(self.nl_pages[page + 1])
+        low = np.uint16(rel & ((1 << self.page_shift) - 1))
+        return lo + int(np.searchsorted(self.nl_low[lo:hi], low, side="left"))
+
+    def newline_offset(self, doc: int, line: int) -> int:
+        """Offset, relative to the document, of the newline that ends global line `line` of `doc`."""
+        first, last = int(self.doc_page0[doc]), int(self.doc_page0[doc + 1])
+        page = int(np.searchsorted(self.nl_pages[first:last], line, side="right")) - 1
+        return (page << self.page_shift) | int(self.nl_low[line])
 
     def line_span(self, doc: int, line: int) -> tuple[int, int]:
         """Absolute [start, end) of global line `line` of `doc`, without the newline."""
         base = int(self.line_base[doc])
         doc_start = int(self.starts[doc])
-        end = doc_start + int(self.newlines[line])
-        start = doc_start if line == base else doc_start + int(self.newlines[line - 1]) + 1
+        end = doc_start + self.newline_offset(doc, line)
+        start = doc_start if line == base else doc_start + self.newline_offset(doc, line - 1) + 1
         return start, end
 
     def line_text(self, doc: int, line: int) -> bytes:
