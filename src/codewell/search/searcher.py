@@ -40,6 +40,8 @@ USE_HYPERSCAN = True
 _SCOPED_DOCS = 4096
 # Filter results kept per shard (see _filtered).
 _FILTER_CACHE = 64
+# Gaps of at most this many bytes between candidate units of one document are scanned through (_bridges).
+_BRIDGE_BYTES = 16 << 10
 # A single pattern with at most this many candidate units (~12 KiB each) is scanned without batches.
 _DIRECT_UNITS = 512
 # Up to this many match offsets, a per-offset bisect beats the vectorized binary search's fixed cost.
@@ -256,6 +258,8 @@ def search_shard(
         evaluator.line_budget = limit
         _collect(result, evaluator.scan_runs(query.expr, _unit_runs(shard, units)), limit)
         return result
+    if isinstance(query.expr, Pattern) and not path_mode:
+        return _search_pattern(selection, query.expr, evaluator, limit, deadline, result)
     docs = selection.docs
     sorted_docs = np.asarray(docs.to_array(), dtype=np.int64) if docs else np.zeros(0, dtype=np.int64)
     batch_bytes = _FIRST_BATCH_BYTES
@@ -277,10 +281,96 @@ def search_shard(
     return result
 
 
+def _search_pattern(
+    selection: Selection,
+    pattern: Pattern,
+    evaluator: _Evaluator,
+    limit: int | None,
+    deadline: float,
+    result: ShardResult,
+) -> ShardResult:
+    """One pattern: its candidate units (of the filtered documents) in geometrically growing batches.
+
+    Batches are cut on the candidates' own bytes, so a first page reads only as many units as it needs
+    and never builds the document-level candidate set of the whole shard.
+    """
+    shard = selection.shard
+    units = _pattern_units(selection, pattern)
+    sizes = shard.unit_starts[units + 1] - shard.unit_starts[units]
+    cumulative = np.cumsum(sizes)
+    every_doc = len(selection.filtered) == shard.doc_count
+    batch_bytes = _FIRST_BATCH_BYTES
+    i = 0
+    while i < len(units):
+        if time.monotonic() > deadline:
+            result.timed_out = True
+            break
+        j = _batch_end(cumulative, i, batch_bytes)
+        runs = _ranges(units[i:j], shard.unit_starts, _bridges(shard, units[i:j], every_doc))
+        i = j
+        batch_bytes = min(batch_bytes * 2, _MAX_BATCH_BYTES)
+        evaluator.line_budget = None if limit is None else limit - result.match_count
+        if _collect(result, evaluator.scan_runs(pattern, runs), limit):
+            break
+    return result
+
+
+def _bridges(shard: Shard, units: np.ndarray, every_doc: bool) -> np.ndarray:
+    """Which gaps between consecutive candidate units to scan through: the short ones.
+
+    A Hyperscan or RE2 call costs about as much as scanning a few KiB, so dense candidates (a common
+    literal's first page) are scanned as whole stretches rather than unit by unit; matches found in a gap
+    are real matches. A gap may span documents only when every document passed the filters
+    (`every_doc`); otherwise it stays inside one document.
+    """
+    if len(units) < 2:
+        return np.zeros(0, dtype=bool)
+    gap_bytes = shard.unit_starts[units[1:]] - shard.unit_starts[units[:-1] + 1]
+    short: np.ndarray = np.asarray(gap_bytes <= _BRIDGE_BYTES, dtype=bool)
+    if every_doc:
+        return short
+    same_doc = np.asarray(shard.unit_doc[units[1:]] == shard.unit_doc[units[:-1]], dtype=bool)
+    bridged: np.ndarray = short & same_doc
+    return bridged
+
+
+def _pattern_units(selection: Selection, pattern: Pattern) -> np.ndarray:
+    """Sorted ids of the units to scan for `pattern`: its candidates that belong to filtered documents."""
+    shard = selection.shard
+    docs = np.asarray(selection.filtered.to_array(), dtype=np.int64)
+    if not len(docs):
+        return np.zeros(0, dtype=np.int64)
+    candidates = selection.candidates.units(pattern)
+    if candidates is None:
+        return shard.units_of(docs)
+    units = selection.candidates.unit_array(pattern, candidates)
+    if len(docs) == shard.doc_count:
+        return units
+    # The filtered documents' units form one id range; keep the candidates inside it whose document passed.
+    lo, hi = np.searchsorted(units, shard.doc_unit0[[docs[0], docs[-1] + 1]])
+    inside = units[lo:hi]
+    owner = shard.unit_doc[inside]
+    at = np.minimum(np.searchsorted(docs, owner), len(docs) - 1)
+    kept: np.ndarray = inside[docs[at] == owner]
+    return kept
+
+
 def _collect(result: ShardResult, found: dict[int, set[int]], limit: int | None) -> bool:
-    """Append `found` (doc → lines) to `result` in document order, up to `limit` lines; True = stop."""
+    """Append `found` (doc → lines) to `result` in document order, up to `limit` lines; True = stop.
+
+    A document whose units fell into the previous batch too continues that batch's hit.
+    """
     for doc in sorted(found):
         lines = sorted(found[doc])
+        if result.hits and result.hits[-1].doc == doc and lines:
+            previous = result.hits[-1]
+            keep = len(lines) if limit is None else min(len(lines), limit - result.match_count)
+            previous.lines.extend(lines[:keep])
+            result.match_count += keep
+            if keep < len(lines) or (limit is not None and result.match_count >= limit):
+                result.limit_hit = True
+                return True
+            continue
         count = max(1, len(lines))
         if limit is not None and result.match_count + count > limit:
             keep = limit - result.match_count
@@ -586,11 +676,17 @@ class _Evaluator:
         return list(zip(doc_of.tolist(), lo.tolist(), strict=True))
 
 
-def _ranges(ids: np.ndarray, starts: np.ndarray) -> list[tuple[int, int]]:
-    """[start, end) content ranges of the runs of consecutive ids (documents or units) in sorted `ids`."""
+def _ranges(ids: np.ndarray, starts: np.ndarray, bridge: np.ndarray | None = None) -> list[tuple[int, int]]:
+    """[start, end) content ranges of the runs of consecutive ids (documents or units) in sorted `ids`.
+
+    `bridge`, when given, marks the gaps after each id (but the last) that may be scanned through anyway.
+    """
     if not len(ids):
         return []
-    breaks = np.flatnonzero(np.diff(ids) != 1) + 1
+    gaps = np.diff(ids) != 1
+    if bridge is not None:
+        gaps &= ~bridge
+    breaks = np.flatnonzero(gaps) + 1
     firsts = ids[np.concatenate([[0], breaks])]
     lasts = ids[np.concatenate([breaks, [len(ids)]]) - 1]
     return list(zip(starts[firsts].tolist(), starts[lasts + 1].tolist(), strict=True))

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Self
 from codewell.core.actors import Actor
 from codewell.core.errors import InvalidInput, NotFound, PermissionDenied
 from codewell.search.index.languages import LANGUAGES, normalize_language
-from codewell.search.index.shard import Shard
+from codewell.search.index.shard import Shard, ShardFormatError
 from codewell.search.indexer import branch_commits, build_from_mirror
 from codewell.search.query.parser import Query, parse_query
 from codewell.search.query.regex import compile_regex
@@ -54,6 +54,7 @@ class SearchService:
         self._state: dict[int, tuple[str, str | None]] = {}
         self._unindexed: OrderedDict[tuple[int, str], Shard] = OrderedDict()
         self._workers: ProcessPoolExecutor | None = None
+        self._stale_format: set[int] = set()
 
     def _pool(self) -> ProcessPoolExecutor | None:
         """Verification processes for exhaustive searches of big shards (started on first need)."""
@@ -227,6 +228,12 @@ class SearchService:
                 return None
             try:
                 shard = Shard.open(self.root / "shards" / pointer.read_text().strip())
+            except ShardFormatError as exc:
+                # Written by an earlier version: the repository counts as not indexed until re-indexed.
+                if repo.id not in self._stale_format:
+                    self._stale_format.add(repo.id)
+                    log.warning("shard needs re-indexing: %s", exc, extra={"repo": repo.name})
+                return None
             except (OSError, ValueError):
                 log.exception("cannot open shard", extra={"repo": repo.name})
                 return None

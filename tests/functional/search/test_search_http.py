@@ -153,6 +153,27 @@ def test_new_commit_is_searchable_soon_after_sync(
     assert statuses[0]["documents"] == 1000
 
 
+def test_shard_of_an_older_format_is_reported_and_rebuilt(
+    runtime: Runtime, client: TestClient, repos: dict[str, Path], user_headers: dict[str, str]
+) -> None:
+    """An index written by an earlier version is never read: the repository says so, then gets re-indexed."""
+    client.headers.update(user_headers)
+    service = runtime.get(SearchService)
+    repo = runtime.get(RepoService).get(INTERNAL, "local/pub")
+    shard = service.shard(repo)
+    assert shard is not None
+    meta_file = shard.path / "meta.json"
+    meta_file.write_text(json.dumps({**json.loads(meta_file.read_text()), "format": 1}))
+    service._shards.clear()  # as after a restart with the new version
+    body = search(client, "mutex_lock")
+    assert body["skipped"] == ["local/pub: not indexed yet"]
+    assert paths(body) == set()
+    assert service.needs_index(repo)
+    assert service.reconcile() == 1
+    assert "local/pub:src/locks.c" in paths(search(client, "mutex_lock"))
+    assert search(client, "mutex_lock")["skipped"] == []
+
+
 def test_keyword_search_tool_over_mcp(runtime: Runtime, client: TestClient, repos: dict[str, Path]) -> None:
     token = make_token(runtime, make_user(runtime, "agent"))
     body = {

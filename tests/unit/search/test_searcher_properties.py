@@ -57,16 +57,22 @@ Shape = tuple[int, int, bool]
 
 @contextmanager
 def verifier(shape: Shape) -> Iterator[None]:
-    """Run the searcher with the literal verifier that `shape` chooses."""
+    """Run the searcher with the literal verifier that `shape` chooses.
+
+    With tiny units, the batches are tiny too and nothing takes the direct path: documents then straddle
+    batches, which must still report each document once, in order, with all its lines.
+    """
     from codewell.search import searcher
 
     assert literal_scan.available(), "hyperscan must be installed for the search tests"
-    saved = searcher.USE_HYPERSCAN
+    saved = (searcher.USE_HYPERSCAN, searcher._FIRST_BATCH_BYTES, searcher._DIRECT_UNITS)
     searcher.USE_HYPERSCAN = shape[2]
+    if shape[0] < 64:
+        searcher._FIRST_BATCH_BYTES, searcher._DIRECT_UNITS = shape[0], 0
     try:
         yield
     finally:
-        searcher.USE_HYPERSCAN = saved
+        searcher.USE_HYPERSCAN, searcher._FIRST_BATCH_BYTES, searcher._DIRECT_UNITS = saved
 
 
 def leaf() -> st.SearchStrategy[Node]:

@@ -18,7 +18,7 @@ from codewell.search.index.bitmaps import bitmap_of
 from codewell.search.index.builder import FORMAT_VERSION
 from codewell.search.query.regex import TRUE, Formula, Lit, LitAnd, LitOr
 
-__all__ = ["LineTables", "Shard"]
+__all__ = ["LineTables", "Shard", "ShardFormatError"]
 
 
 # Candidate lookups stop reading posting lists of trigrams found in more than _COMMON of all units once
@@ -29,6 +29,10 @@ _COMMON = 0.25
 
 def _trigrams(value: bytes) -> list[int]:
     return sorted({(value[i] << 16) | (value[i + 1] << 8) | value[i + 2] for i in range(len(value) - 2)})
+
+
+class ShardFormatError(ValueError):
+    """The shard was written in another format version (an earlier codewell): it must be rebuilt."""
 
 
 class LineTables(NamedTuple):
@@ -72,8 +76,8 @@ class Shard:
         """Open the shard directory at `path` (content and postings are mapped, not read)."""
         meta = json.loads((path / "meta.json").read_text())
         if meta.get("format") != FORMAT_VERSION:
-            # An index written by another version: the service treats the repository as not indexed.
-            raise ValueError(f"shard format {meta.get('format')} is not {FORMAT_VERSION}: re-index")
+            found = meta.get("format")
+            raise ShardFormatError(f"{path.name} has index format {found}, this version reads {FORMAT_VERSION}")
         docs = json.loads((path / "docs.json").read_text())
 
         def load(name: str) -> np.ndarray:
