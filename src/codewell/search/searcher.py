@@ -81,6 +81,7 @@ class Candidates:
         self.scope = scope
         self._units: dict[str, BitMap | None] = {}
         self._arrays: dict[str, np.ndarray] = {}
+        self._docs: dict[Node, BitMap | None] = {}
 
     def units(self, pattern: Pattern) -> BitMap | None:
         """Units that may hold a match of `pattern`; None when the index cannot narrow it."""
@@ -96,6 +97,11 @@ class Candidates:
 
     def docs(self, node: Node) -> BitMap | None:
         """Documents that may satisfy the pattern tree (patterns combine per file); None = every document."""
+        if node not in self._docs:
+            self._docs[node] = self._tree_docs(node)
+        return self._docs[node]
+
+    def _tree_docs(self, node: Node) -> BitMap | None:
         if isinstance(node, Pattern):
             units = self.units(node)
             return None if units is None else self.shard.docs_of_units(units)
@@ -781,18 +787,67 @@ def search_many(
     for index, (shard, branch) in enumerate(jobs):
         ranges = split_ranges(shard, parts) if int(shard.starts[-1]) >= PARALLEL_MIN_BYTES else [(0, shard.doc_count)]
         pieces.extend((index, shard, branch, r) for r in ranges)
-    # This process takes the first piece; the pool takes the rest, in order.
+    weights = [selected_bytes(shard, selections[index].within(*r).docs) for index, shard, _b, r in pieces]
+    local, remote = _share(weights, parts)
+    # The pool takes groups of pieces (fewer round trips); this process works through its own share meanwhile.
     futures = [
-        pool.submit(search_part, str(shard.path), query, branch, None, deadline, lo, hi)
-        for _, shard, branch, (lo, hi) in pieces[1:]
+        (group, pool.submit(search_parts, [_part_args(pieces[k], query, deadline) for k in group])) for group in remote
     ]
-    index0, shard0, branch0, (lo0, hi0) = pieces[0]
-    first = selections[index0].within(lo0, hi0)
-    outputs = [search_shard(shard0, query, branch=branch0, limit=None, deadline=deadline, selected=first)]
-    outputs.extend(f.result() for f in futures)
+    outputs: dict[int, ShardResult] = {}
+    for k in local:
+        index, shard, branch, (lo, hi) = pieces[k]
+        chosen = selections[index].within(lo, hi)
+        outputs[k] = search_shard(shard, query, branch=branch, limit=None, deadline=deadline, selected=chosen)
+    for group, future in futures:
+        outputs.update(zip(group, future.result(), strict=True))
     merged = [ShardResult() for _ in jobs]
-    for (index, *_rest), part in zip(pieces, outputs, strict=True):
-        merged[index].hits.extend(part.hits)
-        merged[index].match_count += part.match_count
-        merged[index].timed_out |= part.timed_out
+    for k, (index, *_rest) in enumerate(pieces):
+        merged[index].hits.extend(outputs[k].hits)
+        merged[index].match_count += outputs[k].match_count
+        merged[index].timed_out |= outputs[k].timed_out
     return merged
+
+
+def _share(weights: list[int], parts: int) -> tuple[list[int], list[list[int]]]:
+    """Split pieces (by content weight) into this process's share and groups for the pool's workers.
+
+    This process takes about 1/parts of the work, from the end; the rest is cut into groups of at least
+    1/(4 * parts) of the work each, so that many small shards do not cost a pool round trip each.
+    """
+    total = sum(weights) or 1
+    share = total / parts
+    local: list[int] = []
+    taken = 0
+    for k in range(len(weights) - 1, -1, -1):
+        if taken >= share:
+            break
+        if local and taken + weights[k] > share * 1.25:
+            continue  # too big to take on top: a smaller piece further on may fit
+        local.append(k)
+        taken += weights[k]
+    remote: list[list[int]] = []
+    group: list[int] = []
+    size = 0
+    for k in range(len(weights)):
+        if k in local:
+            continue
+        group.append(k)
+        size += weights[k]
+        if size >= total / (4 * parts):
+            remote.append(group)
+            group, size = [], 0
+    if group:
+        remote.append(group)
+    return sorted(local), remote
+
+
+def _part_args(
+    piece: tuple[int, Shard, str | None, tuple[int, int]], query: Query, deadline: float
+) -> tuple[str, Query, str | None, None, float, int, int]:
+    _index, shard, branch, (lo, hi) = piece
+    return (str(shard.path), query, branch, None, deadline, lo, hi)
+
+
+def search_parts(parts: list[tuple[str, Query, str | None, int | None, float, int, int]]) -> list[ShardResult]:
+    """Worker-process entry: several `search_part` calls in one round trip."""
+    return [search_part(*args) for args in parts]

@@ -327,3 +327,19 @@ def test_selective_queries_skip_the_pool(tmp_path: Path, monkeypatch: pytest.Mon
             pool=_NoPool(),
             parts=2,
         )
+
+
+@given(st.lists(st.integers(min_value=0, max_value=1000), min_size=1, max_size=40), st.integers(2, 4))
+def test_fan_out_shares_cover_every_piece_once(weights: list[int], parts: int) -> None:
+    """This process takes about 1/parts of the work; the pool's groups take the rest, each piece once."""
+    from codewell.search.searcher import _share
+
+    local, remote = _share(weights, parts)
+    assigned = local + [k for group in remote for k in group]
+    assert sorted(assigned) == list(range(len(weights)))
+    total = sum(weights)
+    mine = sum(weights[k] for k in local)
+    # At most one piece beyond the fair share, and never everything while other pieces have weight.
+    assert mine - max((weights[k] for k in local), default=0) < total / parts or total == 0
+    if len(weights) > 1 and total and all(weights):
+        assert remote
