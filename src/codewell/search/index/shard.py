@@ -188,8 +188,17 @@ class Shard:
         return BitMap(i for i, lang in enumerate(self.languages) if lang in languages)
 
     @cached_property
-    def _trigram_views(self) -> tuple[memoryview, memoryview]:
-        return memoryview(self.tri_keys.data), memoryview(self.tri_counts.data)
+    def _trigram_views(self) -> tuple[memoryview, memoryview, memoryview]:
+        """Keys, counts, and a directory of the keys by their first two bytes (2^16 + 1 entries).
+
+        The directory narrows a lookup to the few keys sharing a prefix, so finding a trigram touches two
+        or three cache lines instead of the ~18 a bisection of all keys touches (each one a miss when the
+        process was idle: that was a third of a selective query's time after other work).
+        """
+        prefixes = np.arange(1 << 16, dtype=np.uint32) << np.uint32(8)
+        directory = np.searchsorted(self.tri_keys, prefixes).astype(np.uint32)
+        directory = np.append(directory, np.uint32(len(self.tri_keys)))
+        return memoryview(self.tri_keys.data), memoryview(self.tri_counts.data), memoryview(directory.data)
 
     @cached_property
     def tables(self) -> LineTables:
@@ -255,11 +264,12 @@ class Shard:
         candidates stay a superset of the matches).
         """
         # A literal has a handful of trigrams: bisecting memoryviews beats numpy's per-call overhead here.
-        keys, counts = self._trigram_views
+        keys, counts, directory = self._trigram_views
         found: list[tuple[int, int]] = []
         for trigram in _trigrams(value):
-            i = bisect_left(keys, trigram)
-            if i == len(keys) or keys[i] != trigram:
+            hi = directory[(trigram >> 8) + 1]
+            i = bisect_left(keys, trigram, directory[trigram >> 8], hi)
+            if i == hi or keys[i] != trigram:
                 return BitMap()
             found.append((counts[i], i))
         found.sort()
