@@ -262,7 +262,8 @@ def search_shard(
             result.timed_out = True
             return result
         evaluator.line_budget = limit
-        _collect(result, evaluator.scan_runs(query.expr, _unit_runs(shard, units)), limit)
+        offsets = evaluator.scan_offsets(query.expr, _unit_runs(shard, units))
+        _collect_pairs(result, evaluator.line_pairs(offsets), limit)
         return result
     if isinstance(query.expr, Pattern) and not path_mode:
         return _search_pattern(selection, query.expr, evaluator, limit, deadline, result)
@@ -316,7 +317,7 @@ def _search_pattern(
         i = j
         batch_bytes = min(batch_bytes * 2, _MAX_BATCH_BYTES)
         evaluator.line_budget = None if limit is None else limit - result.match_count
-        if _collect(result, evaluator.scan_runs(pattern, runs), limit):
+        if _collect_pairs(result, evaluator.line_pairs(evaluator.scan_offsets(pattern, runs)), limit):
             break
     return result
 
@@ -388,6 +389,27 @@ def _collect(result: ShardResult, found: dict[int, set[int]], limit: int | None)
         result.hits.append(ShardHit(doc, lines))
         result.match_count += count
     # Reaching the count means "stopped, there may be more", as the count: filter documents.
+    if limit is not None and result.match_count >= limit:
+        result.limit_hit = True
+        return True
+    return False
+
+
+def _collect_pairs(result: ShardResult, pairs: list[tuple[int, int]], limit: int | None) -> bool:
+    """Append ascending (document, line) pairs of one pattern to `result`, up to `limit` lines; True = stop.
+
+    One pattern's scanners report each line once, in content order: no sets or sorting needed. A
+    document continued from the previous batch extends that batch's hit.
+    """
+    hits = result.hits
+    for doc, line in pairs:
+        if limit is not None and result.match_count >= limit:
+            break
+        if hits and hits[-1].doc == doc:
+            hits[-1].lines.append(line)
+        else:
+            hits.append(ShardHit(doc, [line]))
+        result.match_count += 1
     if limit is not None and result.match_count >= limit:
         result.limit_hit = True
         return True
@@ -519,19 +541,20 @@ class _Evaluator:
         return self.scan_runs(pattern, self._runs(pattern, docs))
 
     def scan_runs(self, pattern: Pattern, runs: list[tuple[int, int]]) -> dict[int, set[int]]:
-        """Matching lines of `pattern` in the content `runs`, with the fastest verifier for it."""
+        """Matching lines of `pattern` in the content `runs`, as {document: global line indices}."""
+        return self.lines_of(self.scan_offsets(pattern, runs))
+
+    def scan_offsets(self, pattern: Pattern, runs: list[tuple[int, int]]) -> list[int]:
+        """One offset inside each line of the `runs` that `pattern` matches, ascending (fastest verifier)."""
         if not runs:
-            return {}
+            return []
         regex = compile_regex(pattern.value, case_sensitive=self.case_sensitive)
         if not pattern.regex and pattern.text.isascii() and self.use_hyperscan:
             # ASCII literal: Hyperscan's case folding is RE2's (and ripgrep's --no-unicode) exactly.
-            offsets = scan_literal(
-                self.shard.content, pattern.text.encode(), self.case_sensitive, runs, self.line_budget
-            )
-            return self.lines_of(offsets)
+            return scan_literal(self.shard.content, pattern.text.encode(), self.case_sensitive, runs, self.line_budget)
         prefilter = _prefilter_literal(pattern)
         if prefilter is not None and self.use_hyperscan:
-            return self.lines_of(self._hyperscan_prefiltered(regex._regexp, prefilter, runs))
+            return self._hyperscan_prefiltered(regex._regexp, prefilter, runs)
         if prefilter is not None:
             literal = compile_regex(re.escape(prefilter.decode()), case_sensitive=False)._regexp
             return self.scan_prefiltered(regex._regexp, literal, runs)
@@ -569,7 +592,7 @@ class _Evaluator:
 
         return scan_literal(content, literal, False, runs, self.line_budget, accept)
 
-    def scan_prefiltered(self, regexp: Any, literal: Any, runs: list[tuple[int, int]]) -> dict[int, set[int]]:
+    def scan_prefiltered(self, regexp: Any, literal: Any, runs: list[tuple[int, int]]) -> list[int]:
         """Find a required literal first (fast literal scan), then run the full regex on that line only.
 
         For regexes without a literal prefix (`[a-z]+_init_`) this replaces a DFA pass over every byte with a
@@ -591,11 +614,11 @@ class _Evaluator:
                 if hit >= 0:
                     offsets.append(hit)
                     if self.line_budget is not None and len(offsets) >= self.line_budget:
-                        return self.lines_of(offsets)
+                        return offsets
                 pos = line_end + 1
-        return self.lines_of(offsets)
+        return offsets
 
-    def scan(self, regexp: Any, runs: list[tuple[int, int]]) -> dict[int, set[int]]:
+    def scan(self, regexp: Any, runs: list[tuple[int, int]]) -> list[int]:
         """Match `regexp` over each contiguous range with one native call per matching line.
 
         The loop only records match offsets and skips to the next line (memchr via mmap.find); offsets are
@@ -614,16 +637,20 @@ class _Evaluator:
                     break
                 offsets.append(ms)
                 if budget is not None and len(offsets) >= budget:
-                    return self.lines_of(offsets)
+                    return offsets
                 # Every unit ends in a newline, so the line end is always inside the range.
                 pos = find(b"\n", ms) + 1
-        return self.lines_of(offsets)
+        return offsets
+
+    def line_pairs(self, offsets: list[int]) -> list[tuple[int, int]]:
+        """(document, global line) of each ascending content offset, ascending."""
+        if not offsets:
+            return []
+        return self._lines_few(offsets) if len(offsets) <= _FEW_OFFSETS else self._lines_many(offsets)
 
     def lines_of(self, offsets: list[int]) -> dict[int, set[int]]:
         """Map ascending content offsets to {document: global line indices}."""
-        if not offsets:
-            return {}
-        pairs = self._lines_few(offsets) if len(offsets) <= _FEW_OFFSETS else self._lines_many(offsets)
+        pairs = self.line_pairs(offsets)
         found: dict[int, set[int]] = {}
         for doc, line in pairs:
             bucket = found.get(doc)

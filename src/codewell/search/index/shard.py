@@ -251,10 +251,16 @@ class Shard:
         return self._posting_at(i)
 
     def _posting_at(self, i: int) -> BitMap:
-        a, b = int(self.tri_offs[i]), int(self.tri_offs[i + 1])
-        if self.tri_raw[i]:
+        offsets, raw = self._posting_views
+        a, b = offsets[i], offsets[i + 1]
+        if raw[i]:
             return BitMap(np.frombuffer(self.postings, dtype=np.uint32, count=(b - a) // 4, offset=a).tolist())
         return BitMap.deserialize(self.postings[a:b])
+
+    @cached_property
+    def _posting_views(self) -> tuple[memoryview, memoryview]:
+        # Python ints from memoryviews: numpy scalar indexing costs ~10x more per access.
+        return memoryview(self.tri_offs.data), memoryview(self.tri_raw.astype(np.uint8).data)
 
     def _literal_units(self, value: bytes, scope: BitMap | None) -> BitMap:
         """Units (within `scope`) holding every trigram of `value`, fewest units first.
