@@ -27,7 +27,7 @@ from codewell.search.literal_scan import scan_literal
 from codewell.search.query.parser import And, Node, Not, Or, Pattern, Query
 from codewell.search.query.regex import Lit, LitAnd, compile_regex, required_literals
 
-__all__ = ["ShardHit", "ShardResult", "compile_paths", "search_shard", "select_docs", "selected_bytes"]
+__all__ = ["ShardHit", "ShardResult", "search_many", "search_shard", "search_shard_parallel", "select_docs"]
 
 _UNANCHORED = re2._re2.RE2.Anchor.UNANCHORED
 # Verification batches grow geometrically: the first page comes from a small slice of the shard, while
@@ -62,11 +62,6 @@ class ShardResult:
     match_count: int = 0
     limit_hit: bool = False
     timed_out: bool = False
-
-
-def compile_paths(patterns: tuple[str, ...], case_sensitive: bool) -> list[Any]:
-    """Compiled RE2 regexes for file: filters."""
-    return [compile_regex(p, case_sensitive=case_sensitive) for p in patterns]
 
 
 class Candidates:

@@ -239,17 +239,6 @@ class Shard:
 
     # Trigram index -----------------------------------------------------------------------------
 
-    def _find(self, trigram: int) -> int:
-        # The key must have the array's dtype: a Python int would make numpy cast the whole array per call.
-        return int(np.searchsorted(self.tri_keys, np.uint32(trigram)))
-
-    def posting(self, trigram: int) -> BitMap:
-        """Units containing the (case-folded) trigram."""
-        i = self._find(trigram)
-        if i >= len(self.tri_keys) or int(self.tri_keys[i]) != trigram:
-            return BitMap()
-        return self._posting_at(i)
-
     def _posting_at(self, i: int) -> BitMap:
         offsets, raw = self._posting_views
         a, b = offsets[i], offsets[i + 1]
@@ -324,9 +313,6 @@ class Shard:
         return None
 
     # Offsets → lines ---------------------------------------------------------------------------
-
-    def doc_of(self, offset: int) -> int:
-        return int(np.searchsorted(self.starts, offset, side="right")) - 1
 
     def line_index(self, doc: int, offset: int) -> int:
         """Global line index of the line containing absolute `offset` of document `doc`."""
