@@ -166,10 +166,17 @@ def _filtered(shard: Shard, query: Query, branch: str | None) -> _Filtered:
 
 
 class Selection:
-    """A query's filters applied to a shard, and its candidates, looked up when first needed."""
+    """A query's filters applied to a shard, and its candidates, looked up when first needed.
 
-    def __init__(self, shard: Shard, query: Query, filtered: BitMap, candidates: Candidates) -> None:
+    `narrowed` says `filtered` was cut to a document range after the candidates' scope was chosen (a
+    piece of a parallel search): candidate units must then be kept to the range.
+    """
+
+    def __init__(
+        self, shard: Shard, query: Query, filtered: BitMap, candidates: Candidates, narrowed: bool = False
+    ) -> None:
         self.shard, self.query, self.filtered, self.candidates = shard, query, filtered, candidates
+        self.narrowed = narrowed
         self._docs: BitMap | None = None
         self._direct: tuple[BitMap | None] | None = None
 
@@ -199,15 +206,15 @@ class Selection:
         units = self.candidates.units(expr)
         if units is None or len(units) > _DIRECT_UNITS:
             return None
-        if self.candidates.scope is None and len(self.filtered) < self.shard.doc_count:
-            # Unscoped candidates of a broad filter: keep the units of filtered documents only.
+        if (self.candidates.scope is None or self.narrowed) and len(self.filtered) < self.shard.doc_count:
+            # Candidates looked up beyond the filtered documents: keep the units of those documents only.
             owners = self.shard.unit_doc[np.asarray(units.to_array(), dtype=np.int64)]
             keep = np.asarray([d in self.filtered for d in owners.tolist()], dtype=bool)
             units = bitmap_of(np.asarray(units.to_array(), dtype=np.int64)[keep])
         return units
 
     def within(self, lo: int, hi: int) -> Selection:
-        return Selection(self.shard, self.query, self.filtered & BitMap(range(lo, hi)), self.candidates)
+        return Selection(self.shard, self.query, self.filtered & BitMap(range(lo, hi)), self.candidates, True)
 
 
 def select_docs(shard: Shard, query: Query, branch: str | None, doc_range: tuple[int, int] | None = None) -> Selection:
@@ -218,8 +225,10 @@ def select_docs(shard: Shard, query: Query, branch: str | None, doc_range: tuple
     content outside its filter. Path-only (`type:path`) and filter-only queries get the filtered set.
     """
     filtered = _filtered(shard, query, branch)
-    docs = filtered.docs if doc_range is None else filtered.docs & BitMap(range(*doc_range))
-    return Selection(shard, query, docs, Candidates(shard, filtered.scope))
+    if doc_range is None:
+        return Selection(shard, query, filtered.docs, Candidates(shard, filtered.scope))
+    docs = filtered.docs & BitMap(range(*doc_range))
+    return Selection(shard, query, docs, Candidates(shard, filtered.scope), narrowed=True)
 
 
 def selected_bytes(shard: Shard, docs: BitMap) -> int:

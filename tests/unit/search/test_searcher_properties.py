@@ -343,3 +343,27 @@ def test_fan_out_shares_cover_every_piece_once(weights: list[int], parts: int) -
     assert mine - max((weights[k] for k in local), default=0) < total / parts or total == 0
     if len(weights) > 1 and total and all(weights):
         assert remote
+
+
+def test_split_filtered_search_reports_each_line_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A filtered, selective query over a shard split into document ranges: every piece scans its own range."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    from codewell.search import searcher
+
+    docs = [
+        SourceDoc(f"{'keep' if i % 2 else 'drop'}/d{i:03}.c", f"x {i % 5} y\n".encode(), 0, frozenset({"main"}))
+        for i in range(120)
+    ]
+    shards = [Shard.open(build_shard(tmp_path / f"s{k}", {"repo": f"r{k}"}, docs)) for k in range(2)]
+    q = Query(expr=Pattern(re.escape("x 3 y"), "x 3 y", False, 0), files=("^keep/",))
+    deadline = time.monotonic() + 30
+    sequential = [search_shard(s, q, branch="main", limit=None, deadline=deadline) for s in shards]
+    assert [r.match_count for r in sequential] == [12, 12]
+    monkeypatch.setattr(searcher, "PARALLEL_MIN_BYTES", 0)
+    with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
+        fanned = searcher.search_many([(s, "main") for s in shards], q, deadline=deadline, pool=pool, parts=2)
+    assert [[(h.doc, h.lines) for h in r.hits] for r in fanned] == [
+        [(h.doc, h.lines) for h in r.hits] for r in sequential
+    ]
