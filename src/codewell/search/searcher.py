@@ -159,9 +159,10 @@ def _filtered(shard: Shard, query: Query, branch: str | None) -> _Filtered:
         if len(docs) <= _SCOPED_DOCS and len(docs) < shard.doc_count:
             scope = bitmap_of(shard.units_of(np.asarray(docs.to_array(), dtype=np.int64)))
         found = _Filtered(docs, scope)
-        if len(shard.filter_cache) >= _FILTER_CACHE:
-            shard.filter_cache.pop(next(iter(shard.filter_cache)))
-        shard.filter_cache[key] = found
+        with shard.filter_lock:  # searches run in threads: evict and insert as one step
+            if len(shard.filter_cache) >= _FILTER_CACHE:
+                shard.filter_cache.pop(next(iter(shard.filter_cache)))
+            shard.filter_cache[key] = found
     return found
 
 

@@ -367,3 +367,25 @@ def test_split_filtered_search_reports_each_line_once(tmp_path: Path, monkeypatc
     assert [[(h.doc, h.lines) for h in r.hits] for r in fanned] == [
         [(h.doc, h.lines) for h in r.hits] for r in sequential
     ]
+
+
+def test_concurrent_filtered_searches_share_the_filter_memo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threads searching under many filters at once (memo evicting all the time) all get exact results."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from codewell.search import searcher
+
+    docs = [SourceDoc(f"d{i % 7}/f{i}.c", f"x {i % 5} y\n".encode(), 0, frozenset({"main"})) for i in range(140)]
+    shard = Shard.open(build_shard(tmp_path / "s", {"repo": "r"}, docs))
+    monkeypatch.setattr(searcher, "_FILTER_CACHE", 2)
+
+    def run_one(k: int) -> tuple[int, list[str]]:
+        q = Query(expr=Pattern(re.escape("x 3 y"), "x 3 y", False, 0), files=(f"^d{k % 7}/",))
+        found = search_shard(shard, q, branch="main", limit=None, deadline=time.monotonic() + 30)
+        return k, [shard.paths[h.doc] for h in found.hits]
+
+    with ThreadPoolExecutor(8) as threads:
+        for k, found in threads.map(run_one, range(400)):
+            want = [f"d{k % 7}/f{i}.c" for i in range(140) if i % 7 == k % 7 and i % 5 == 3]
+            assert found == want
+    assert len(shard.filter_cache) <= 2

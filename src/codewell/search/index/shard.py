@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import mmap
+import threading
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -70,6 +71,7 @@ class Shard:
     _path_cache: dict[tuple[bytes, bool], BitMap] = field(default_factory=dict)
     # The searcher's memo of filter results (query filters → documents), bounded by the searcher.
     filter_cache: dict[Any, Any] = field(default_factory=dict)
+    filter_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
     def open(cls, path: Path) -> Shard:
