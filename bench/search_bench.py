@@ -22,8 +22,8 @@ from pathlib import Path
 
 from codewell.search.index.shard import Shard
 from codewell.search.indexer import branch_commits, build_from_mirror
+from codewell.search.parallel import search_shard_parallel
 from codewell.search.query.parser import parse_query
-from codewell.search.searcher import search_shard_parallel
 
 RG = str(Path(sys.executable).with_name("rg"))
 OUT = Path(__file__).with_name(".results")
@@ -153,7 +153,7 @@ def build(repo: Path, target: Path) -> dict[str, object]:
 
 def split_main(root: Path, shards_dir: Path, runs: int, rebuild: bool) -> None:
     """Multi-repository run: one shard per top-level directory, queries fanned out over all of them."""
-    from codewell.search.searcher import search_many
+    from codewell.search.parallel import search_many
 
     started = time.perf_counter()
     shards = []

@@ -20,11 +20,12 @@ from codewell.core.errors import InvalidInput, NotFound, PermissionDenied
 from codewell.search.index.languages import LANGUAGES, normalize_language
 from codewell.search.index.shard import Shard, ShardFormatError
 from codewell.search.indexer import branch_commits, build_from_mirror
+from codewell.search.parallel import search_many, search_shard_parallel
 from codewell.search.query.parser import Query, parse_query
 from codewell.search.query.regex import compile_regex
 from codewell.search.ranking import rank
 from codewell.search.results import FileMatch, IndexStatus, LineMatch, SearchResults
-from codewell.search.searcher import ShardResult, search_many, search_shard_parallel
+from codewell.search.searcher import ShardResult
 
 if TYPE_CHECKING:
     from codewell.repos.service import Repo, RepoService

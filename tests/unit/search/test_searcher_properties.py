@@ -62,17 +62,17 @@ def verifier(shape: Shape) -> Iterator[None]:
     With tiny units, the batches are tiny too and nothing takes the direct path: documents then straddle
     batches, which must still report each document once, in order, with all its lines.
     """
-    from codewell.search import searcher
+    from codewell.search import searcher, selection, verify
 
     assert literal_scan.available(), "hyperscan must be installed for the search tests"
-    saved = (searcher.USE_HYPERSCAN, searcher._FIRST_BATCH_BYTES, searcher._DIRECT_UNITS)
-    searcher.USE_HYPERSCAN = shape[2]
+    saved = (verify.USE_HYPERSCAN, searcher._FIRST_BATCH_BYTES, selection._DIRECT_UNITS)
+    verify.USE_HYPERSCAN = shape[2]
     if shape[0] < 64:
-        searcher._FIRST_BATCH_BYTES, searcher._DIRECT_UNITS = shape[0], 0
+        searcher._FIRST_BATCH_BYTES, selection._DIRECT_UNITS = shape[0], 0
     try:
         yield
     finally:
-        searcher.USE_HYPERSCAN, searcher._FIRST_BATCH_BYTES, searcher._DIRECT_UNITS = saved
+        verify.USE_HYPERSCAN, searcher._FIRST_BATCH_BYTES, selection._DIRECT_UNITS = saved
 
 
 def leaf() -> st.SearchStrategy[Node]:
@@ -197,7 +197,7 @@ def test_parallel_verification_equals_sequential(tmp_path: Path, monkeypatch: py
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
-    from codewell.search import searcher
+    from codewell.search import parallel
 
     docs = [
         SourceDoc(f"d{i:03}.c", f"int x{i};\nreturn {i % 7};\n".encode(), 0, frozenset({"main"})) for i in range(300)
@@ -205,20 +205,20 @@ def test_parallel_verification_equals_sequential(tmp_path: Path, monkeypatch: py
     shard = Shard.open(build_shard(tmp_path / "s", {"repo": "r"}, docs))
     q = Query(expr=Pattern(re.escape("return 3"), "return 3", False, 0))
     sequential = search_shard(shard, q, branch="main", limit=None, deadline=time.monotonic() + 30)
-    monkeypatch.setattr(searcher, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 0)
     with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
-        parallel = searcher.search_shard_parallel(
+        split = parallel.search_shard_parallel(
             shard, q, branch="main", limit=None, deadline=time.monotonic() + 30, pool=pool, parts=2
         )
-    assert [(h.doc, h.lines) for h in parallel.hits] == [(h.doc, h.lines) for h in sequential.hits]
-    assert parallel.match_count == sequential.match_count == 43
+    assert [(h.doc, h.lines) for h in split.hits] == [(h.doc, h.lines) for h in sequential.hits]
+    assert split.match_count == sequential.match_count == 43
 
 
 def test_fan_out_over_shards_equals_sequential(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
-    from codewell.search import searcher
+    from codewell.search import parallel
 
     shards = []
     for k in range(3):
@@ -229,9 +229,9 @@ def test_fan_out_over_shards_equals_sequential(tmp_path: Path, monkeypatch: pyte
     q = Query(expr=Pattern(re.escape("x 3 y"), "x 3 y", False, 0))
     deadline = time.monotonic() + 30
     sequential = [search_shard(s, q, branch="main", limit=None, deadline=deadline) for s in shards]
-    monkeypatch.setattr(searcher, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 0)
     with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
-        fanned = searcher.search_many([(s, "main") for s in shards], q, deadline=deadline, pool=pool, parts=2)
+        fanned = parallel.search_many([(s, "main") for s in shards], q, deadline=deadline, pool=pool, parts=2)
     assert [[(h.doc, h.lines) for h in r.hits] for r in fanned] == [
         [(h.doc, h.lines) for h in r.hits] for r in sequential
     ]
@@ -244,14 +244,14 @@ def test_vectorized_line_mapping_equals_brute_force(
     docs: list[str], node: Node, case_sensitive: bool, shape: Shape
 ) -> None:
     """The vectorized offset → line search (used for many matches) agrees with the reference too."""
-    from codewell.search import searcher
+    from codewell.search import verify
 
-    saved = searcher._FEW_OFFSETS
-    searcher._FEW_OFFSETS = 0
+    saved = verify._FEW_OFFSETS
+    verify._FEW_OFFSETS = 0
     try:
         got, want = run(docs, node, case_sensitive, shape)
     finally:
-        searcher._FEW_OFFSETS = saved
+        verify._FEW_OFFSETS = saved
     assert got == want
 
 
@@ -291,7 +291,7 @@ class _NoPool:
 
 def test_selective_queries_skip_the_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Filters and trigram candidates are applied before the parallel split: small selections stay local."""
-    from codewell.search import searcher
+    from codewell.search import parallel, selection
 
     docs = [
         SourceDoc(
@@ -304,21 +304,21 @@ def test_selective_queries_skip_the_pool(tmp_path: Path, monkeypatch: pytest.Mon
     ]
     shard = Shard.open(build_shard(tmp_path / "s", {"repo": "r"}, docs))
     # The whole shard is "big", but the filtered selection (3 small documents) is not.
-    monkeypatch.setattr(searcher, "PARALLEL_MIN_BYTES", 1000)
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 1000)
     deadline = time.monotonic() + 30
     filtered = Query(expr=Pattern(re.escape("mutex_lock"), "mutex_lock", False, 0), files=("^fs/ext4/",))
-    found = searcher.search_shard_parallel(
+    found = parallel.search_shard_parallel(
         shard, filtered, branch="main", limit=None, deadline=deadline, pool=_NoPool(), parts=2
     )
     assert [shard.paths[h.doc] for h in found.hits] == ["fs/ext4/d000.c", "fs/ext4/d001.c", "fs/ext4/d002.c"]
     assert found.match_count == 3
     rare = Query(expr=Pattern(re.escape("x42;"), "x42;", False, 0))
-    many = searcher.search_many([(shard, "main"), (shard, "main")], rare, deadline=deadline, pool=_NoPool(), parts=2)
+    many = parallel.search_many([(shard, "main"), (shard, "main")], rare, deadline=deadline, pool=_NoPool(), parts=2)
     assert [[shard.paths[h.doc] for h in r.hits] for r in many] == [["drivers/d042.c"], ["drivers/d042.c"]]
     # An unselective pattern (more candidate units than a direct scan takes) goes to the pool.
-    monkeypatch.setattr(searcher, "_DIRECT_UNITS", 100)
+    monkeypatch.setattr(selection, "_DIRECT_UNITS", 100)
     with pytest.raises(AssertionError, match="process pool"):
-        searcher.search_shard_parallel(
+        parallel.search_shard_parallel(
             shard,
             Query(expr=Pattern("int", "int", False, 0)),
             branch="main",
@@ -332,7 +332,7 @@ def test_selective_queries_skip_the_pool(tmp_path: Path, monkeypatch: pytest.Mon
 @given(st.lists(st.integers(min_value=0, max_value=1000), min_size=1, max_size=40), st.integers(2, 4))
 def test_fan_out_shares_cover_every_piece_once(weights: list[int], parts: int) -> None:
     """This process takes about 1/parts of the work; the pool's groups take the rest, each piece once."""
-    from codewell.search.searcher import _share
+    from codewell.search.parallel import _share
 
     local, remote = _share(weights, parts)
     assigned = local + [k for group in remote for k in group]
@@ -350,7 +350,7 @@ def test_split_filtered_search_reports_each_line_once(tmp_path: Path, monkeypatc
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
-    from codewell.search import searcher
+    from codewell.search import parallel
 
     docs = [
         SourceDoc(f"{'keep' if i % 2 else 'drop'}/d{i:03}.c", f"x {i % 5} y\n".encode(), 0, frozenset({"main"}))
@@ -361,9 +361,9 @@ def test_split_filtered_search_reports_each_line_once(tmp_path: Path, monkeypatc
     deadline = time.monotonic() + 30
     sequential = [search_shard(s, q, branch="main", limit=None, deadline=deadline) for s in shards]
     assert [r.match_count for r in sequential] == [12, 12]
-    monkeypatch.setattr(searcher, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 0)
     with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
-        fanned = searcher.search_many([(s, "main") for s in shards], q, deadline=deadline, pool=pool, parts=2)
+        fanned = parallel.search_many([(s, "main") for s in shards], q, deadline=deadline, pool=pool, parts=2)
     assert [[(h.doc, h.lines) for h in r.hits] for r in fanned] == [
         [(h.doc, h.lines) for h in r.hits] for r in sequential
     ]
@@ -373,11 +373,11 @@ def test_concurrent_filtered_searches_share_the_filter_memo(tmp_path: Path, monk
     """Threads searching under many filters at once (memo evicting all the time) all get exact results."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from codewell.search import searcher
+    from codewell.search import selection
 
     docs = [SourceDoc(f"d{i % 7}/f{i}.c", f"x {i % 5} y\n".encode(), 0, frozenset({"main"})) for i in range(140)]
     shard = Shard.open(build_shard(tmp_path / "s", {"repo": "r"}, docs))
-    monkeypatch.setattr(searcher, "_FILTER_CACHE", 2)
+    monkeypatch.setattr(selection, "_FILTER_CACHE", 2)
 
     def run_one(k: int) -> tuple[int, list[str]]:
         q = Query(expr=Pattern(re.escape("x 3 y"), "x 3 y", False, 0), files=(f"^d{k % 7}/",))

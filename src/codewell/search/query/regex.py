@@ -7,6 +7,7 @@ shard's concatenated content finds exactly the per-line matches.
 
 from __future__ import annotations
 
+import re
 import re._constants as sre_constants  # type: ignore[import-not-found]
 import re._parser as sre_parse  # type: ignore[import-not-found]
 import warnings
@@ -18,7 +19,7 @@ import re2
 
 from codewell.core.errors import InvalidInput
 
-__all__ = ["TRUE", "Formula", "Lit", "LitAnd", "LitOr", "compile_regex", "required_literals"]
+__all__ = ["TRUE", "Formula", "Lit", "LitAnd", "LitOr", "compile_regex", "prefilter_literal", "required_literals"]
 
 # RE2 program memory cap: big enough for real code searches, small enough that 10k alternations or deep
 # nesting fail fast with a clear error instead of eating a worker's memory (#4).
@@ -272,3 +273,26 @@ def required_literals(pattern: str) -> Formula:
         return _Analyzer().seq_required(list(tree))
     except Exception:  # e.g. code points above 255 from escapes RE2 reads differently: no index help
         return TRUE
+
+
+def prefilter_literal(value: str, *, regex: bool) -> bytes | None:
+    """The longest ASCII literal a regex requires, when scanning for it first pays off (None otherwise)."""
+    if not regex:
+        return None
+    formula = required_literals(value)
+    candidates = (
+        [formula] if isinstance(formula, Lit) else list(formula.children) if isinstance(formula, LitAnd) else []
+    )
+    literals = [c.value for c in candidates if isinstance(c, Lit) and c.value.isascii() and len(c.value) >= 4]
+    if not literals:
+        return None
+    best = max(literals, key=len)
+    # Any substring of a required literal is required too. Leading underscores are everywhere in C, and
+    # RE2 finds a literal by its first byte: `coherent` scans ~1.6x faster than `_coherent` (measured).
+    stripped = best.lstrip(b"_")
+    if len(stripped) >= 4:
+        best = stripped
+    # A regex that starts with its literal already gets RE2's own prefix acceleration.
+    if re.escape(best.decode()).lower() == value.lower():
+        return None
+    return best
