@@ -89,8 +89,9 @@ class Evaluator:
         if not runs:
             return []
         regex = compile_regex(pattern.value, case_sensitive=self.case_sensitive)
-        if not pattern.regex and pattern.text.isascii() and self.use_hyperscan:
-            # ASCII literal: Hyperscan's case folding is RE2's (and ripgrep's --no-unicode) exactly.
+        if not pattern.regex and pattern.text.isascii() and "\n" not in pattern.text and self.use_hyperscan:
+            # ASCII literal: Hyperscan's case folding is RE2's (and ripgrep's --no-unicode) exactly. A
+            # literal with a newline can never match a line: RE2 (never_nl) says so, Hyperscan would not.
             return scan_literal(self.shard.content, pattern.text.encode(), self.case_sensitive, runs, self.line_budget)
         prefilter = prefilter_literal(pattern.value, regex=pattern.regex)
         if prefilter is not None and self.use_hyperscan:

@@ -20,6 +20,7 @@ from codewell.search.query.parser import And, Node, Not, Or, Pattern, Query
 from codewell.search.searcher import search_shard
 
 ALPHABET = "abcAB_( x\n"
+_ANY = {"branch": "main", "limit": None, "deadline": float("inf")}
 text = st.text(alphabet=ALPHABET, max_size=120)
 corpus = st.lists(text, min_size=1, max_size=6)
 literal = st.text(alphabet="abcAB_( x", min_size=1, max_size=5)
@@ -389,3 +390,15 @@ def test_concurrent_filtered_searches_share_the_filter_memo(tmp_path: Path, monk
             want = [f"d{k % 7}/f{i}.c" for i in range(140) if i % 7 == k % 7 and i % 5 == 3]
             assert found == want
     assert len(shard.filter_cache) <= 2
+
+
+@pytest.mark.parametrize("hyperscan", [True, False])
+def test_a_literal_with_a_newline_matches_no_line(tmp_path: Path, hyperscan: bool) -> None:
+    """Matching is per line (like ripgrep): a phrase spanning two lines of the file is not a match."""
+    docs = [SourceDoc("a.c", b"int\nfoo\nint foo\n", 0, frozenset({"main"}))]
+    shard = Shard.open(build_shard(tmp_path / "s", {"repo": "r"}, docs))
+    with verifier((UNIT_BYTES, PAGE_SHIFT, hyperscan)):
+        across = search_shard(shard, Query(expr=Pattern("int\\\nfoo", "int\nfoo", False, 0)), **_ANY)
+        within = search_shard(shard, Query(expr=Pattern("int\\ foo", "int foo", False, 0)), **_ANY)
+    assert across.hits == []
+    assert [(h.doc, h.lines) for h in within.hits] == [(0, [2])]
