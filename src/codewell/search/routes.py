@@ -8,6 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
+from codewell.analytics.events import FEATURE_SEARCH, track_usage
 from codewell.core.errors import InvalidInput
 from codewell.search.render import render_results
 from codewell.search.results import IndexStatus
@@ -30,12 +31,18 @@ async def search(request: Request) -> JSONResponse:
     query = request.query_params.get("q")
     if query is None:
         raise InvalidInput("missing query parameter q", hint="GET /.api/search?q=mutex_lock")
-    service = runtime_of(request).get(SearchService)
-    results = await asyncio.to_thread(service.search, actor_of(request), query, count=_count(request))
-    body = results.to_json()
-    if request.query_params.get("format") == "text":
-        body["text"] = render_results(results, query).text
-    return JSONResponse(body)
+    runtime, actor = runtime_of(request), actor_of(request)
+    # One usage event per search, like a keyword_search tool call (a failed search records its error code).
+    with track_usage(runtime, actor, FEATURE_SEARCH, client="rest", endpoint="/.api/search") as usage:
+        service = runtime.get(SearchService)
+        results = await asyncio.to_thread(service.search, actor, query, count=_count(request))
+        body = results.to_json()
+        if request.query_params.get("format") == "text":
+            body["text"] = render_results(results, query).text
+        response = JSONResponse(body)
+        usage.language = results.files[0].language if results.files else ""
+        usage.result_bytes = len(response.body)
+    return response
 
 
 def status_json(s: IndexStatus) -> dict[str, object]:

@@ -174,6 +174,37 @@ def test_shard_of_an_older_format_is_reported_and_rebuilt(
     assert search(client, "mutex_lock")["skipped"] == []
 
 
+def test_rest_searches_are_recorded_as_usage(
+    runtime: Runtime, client: TestClient, repos: dict[str, Path], user_headers: dict[str, str]
+) -> None:
+    """Each REST search is one usage event (feature, client, language, size), failed ones with their error."""
+    from sqlalchemy import select
+
+    from codewell.analytics.events import UsageRecorder
+    from codewell.analytics.models import UsageEventRow
+
+    client.headers.update(user_headers)
+    body = search(client, "mutex_lock file:\\.c$")
+    assert client.get("/.api/search", params={"q": "lang:klingon x"}).status_code == 400
+    runtime.get(UsageRecorder).flush()
+    with runtime.db.session() as session:
+        rows = session.execute(
+            select(
+                UsageEventRow.feature,
+                UsageEventRow.client,
+                UsageEventRow.endpoint,
+                UsageEventRow.language,
+                UsageEventRow.error,
+                UsageEventRow.result_bytes,
+            ).order_by(UsageEventRow.id)
+        ).all()
+    assert [tuple(r[:5]) for r in rows] == [
+        ("search", "rest", "/.api/search", "C", ""),
+        ("search", "rest", "/.api/search", "", "invalid_input"),
+    ]
+    assert rows[0][5] == len(json.dumps(body, separators=(",", ":")).encode())
+
+
 def test_keyword_search_tool_over_mcp(runtime: Runtime, client: TestClient, repos: dict[str, Path]) -> None:
     token = make_token(runtime, make_user(runtime, "agent"))
     body = {
