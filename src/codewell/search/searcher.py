@@ -156,37 +156,17 @@ def _pattern_units(selection: Selection, pattern: Pattern) -> np.ndarray:
     docs = np.asarray(selection.filtered.to_array(), dtype=np.int64)
     if not len(docs):
         return np.zeros(0, dtype=np.int64)
-    candidates = selection.candidates.units(pattern)
-    if candidates is None:
-        return shard.units_of(docs)
-    units = selection.candidates.unit_array(pattern, candidates)
-    if len(docs) == shard.doc_count:
-        return units
-    # The filtered documents' units form one id range; keep the candidates inside it whose document passed.
-    lo, hi = np.searchsorted(units, shard.doc_unit0[[docs[0], docs[-1] + 1]])
-    inside = units[lo:hi]
-    owner = shard.unit_doc[inside]
-    at = np.minimum(np.searchsorted(docs, owner), len(docs) - 1)
-    kept: np.ndarray = inside[docs[at] == owner]
-    return kept
+    units = selection.candidates.units_in(pattern, docs)
+    return shard.units_of(docs) if units is None else units
 
 
 def _collect(result: ShardResult, found: dict[int, set[int]], limit: int | None) -> bool:
     """Append `found` (doc → lines) to `result` in document order, up to `limit` lines; True = stop.
 
-    A document whose units fell into the previous batch too continues that batch's hit.
+    Used for pattern trees, whose batches are whole documents: no document spans two batches.
     """
     for doc in sorted(found):
         lines = sorted(found[doc])
-        if result.hits and result.hits[-1].doc == doc and lines:
-            previous = result.hits[-1]
-            keep = len(lines) if limit is None else min(len(lines), limit - result.match_count)
-            previous.lines.extend(lines[:keep])
-            result.match_count += keep
-            if keep < len(lines) or (limit is not None and result.match_count >= limit):
-                result.limit_hit = True
-                return True
-            continue
         count = max(1, len(lines))
         if limit is not None and result.match_count + count > limit:
             keep = limit - result.match_count

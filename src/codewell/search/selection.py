@@ -48,11 +48,27 @@ class Candidates:
             self._units[pattern.value] = self.shard.candidates(required_literals(pattern.value), self.scope)
         return self._units[pattern.value]
 
-    def unit_array(self, pattern: Pattern, units: BitMap) -> np.ndarray:
-        found = self._arrays.get(pattern.value)
-        if found is None:
-            found = self._arrays[pattern.value] = np.asarray(units.to_array(), dtype=np.int64)
-        return found
+    def units_in(self, pattern: Pattern, docs: np.ndarray) -> np.ndarray | None:
+        """Sorted ids of `pattern`'s candidate units that belong to `docs` (sorted document ids, not empty).
+
+        None when the index cannot narrow the pattern (every unit of `docs` is a candidate).
+        """
+        units = self.units(pattern)
+        if units is None:
+            return None
+        every = self._arrays.get(pattern.value)
+        if every is None:
+            every = self._arrays[pattern.value] = np.asarray(units.to_array(), dtype=np.int64)
+        shard = self.shard
+        if len(docs) == shard.doc_count:
+            return every
+        # The documents' units form one id range; keep the candidates inside it whose document is in `docs`.
+        lo, hi = np.searchsorted(every, shard.doc_unit0[[docs[0], docs[-1] + 1]])
+        inside = every[lo:hi]
+        owner = shard.unit_doc[inside]
+        at = np.minimum(np.searchsorted(docs, owner), len(docs) - 1)
+        kept: np.ndarray = inside[docs[at] == owner]
+        return kept
 
     def docs(self, node: Node) -> BitMap | None:
         """Documents that may satisfy the pattern tree (patterns combine per file); None = every document."""
@@ -173,9 +189,9 @@ class Selection:
             return None
         if (self.candidates.scope is None or self.narrowed) and len(self.filtered) < self.shard.doc_count:
             # Candidates looked up beyond the filtered documents: keep the units of those documents only.
-            owners = self.shard.unit_doc[np.asarray(units.to_array(), dtype=np.int64)]
-            keep = np.asarray([d in self.filtered for d in owners.tolist()], dtype=bool)
-            units = bitmap_of(np.asarray(units.to_array(), dtype=np.int64)[keep])
+            kept = self.candidates.units_in(expr, np.asarray(self.filtered.to_array(), dtype=np.int64))
+            assert kept is not None  # units() found candidates above
+            units = bitmap_of(kept)
         return units
 
     def within(self, lo: int, hi: int) -> Selection:

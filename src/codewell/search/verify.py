@@ -108,18 +108,11 @@ class Evaluator:
 
     def _runs(self, pattern: Pattern, docs: BitMap) -> list[tuple[int, int]]:
         """[start, end) content ranges to scan for `pattern` in `docs`: its candidate units there, merged."""
-        shard = self.shard
         doc_ids = np.asarray(docs.to_array(), dtype=np.int64)
-        units = self.candidates.units(pattern)
+        units = self.candidates.units_in(pattern, doc_ids)
         if units is None:
-            return ranges_of(doc_ids, shard.starts)
-        every = self.candidates.unit_array(pattern, units)
-        # The documents' units form one id range; keep the candidates inside it whose document is in `docs`.
-        lo, hi = np.searchsorted(every, shard.doc_unit0[[doc_ids[0], doc_ids[-1] + 1]])
-        inside = every[lo:hi]
-        owner = shard.unit_doc[inside]
-        at = np.minimum(np.searchsorted(doc_ids, owner), len(doc_ids) - 1)
-        return ranges_of(inside[doc_ids[at] == owner], shard.unit_starts)
+            return ranges_of(doc_ids, self.shard.starts)
+        return ranges_of(units, self.shard.unit_starts)
 
     def _hyperscan_prefiltered(self, regexp: Any, literal: bytes, runs: list[tuple[int, int]]) -> list[int]:
         """Like scan_prefiltered, with Hyperscan finding the lines that hold the required literal."""
