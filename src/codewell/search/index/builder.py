@@ -45,10 +45,10 @@ MAX_FILE_SIZE = 1 << 20
 # Trigram keys are grouped into this many partitions so the final sort never holds every key at once.
 _PARTITIONS = 256
 _PART_SHIFT = 16  # the first byte of the trigram chooses the partition (keeps keys globally sorted)
-# Posting lists with at most this many documents are stored as raw uint32 arrays (cheaper than a bitmap).
+# Posting lists with at most this many units are stored as raw uint32 arrays (cheaper than a bitmap).
 _RAW_MAX = 8
 _BATCH_BYTES = 8 << 20
-_BATCH_DOCS = 256
+_BATCH_UNITS = 256
 # Content is handed to trigram extraction in chunks of this size while later documents are still read.
 _CHUNK_BYTES = 48 << 20
 # Partitions merged per pool task: small enough to balance the uneven partitions over the workers.
@@ -254,16 +254,16 @@ class _Trigrams:
             self.pool.shutdown(cancel_futures=True)
         shutil.rmtree(self.parts_dir, ignore_errors=True)
 
-    def submit(self, doc_lo: int, starts: np.ndarray, final: bool) -> None:
+    def submit(self, unit_lo: int, starts: np.ndarray, final: bool) -> None:
         prefix = str(self.parts_dir / f"c{self.chunks:05}")
         self.chunks += 1
         if self.pool is None and self.workers > 1 and not final:
             self.pool = ProcessPoolExecutor(self.workers, mp_context=get_context("spawn"))
         content = str(self.out / "content.bin")
         if self.pool is None:
-            trigram_keys(content, starts, doc_lo, prefix)
+            trigram_keys(content, starts, unit_lo, prefix)
         else:
-            self.futures.append(self.pool.submit(trigram_keys, content, starts, doc_lo, prefix))
+            self.futures.append(self.pool.submit(trigram_keys, content, starts, unit_lo, prefix))
 
     def wait(self) -> None:
         for future in self.futures:
@@ -352,25 +352,25 @@ def merge_partitions(parts_dir: str, part_lo: int, part_hi: int) -> tuple[_Trigr
 
 def _write_partition(keys: np.ndarray, postings: Any, position: int, table: _TrigramTable) -> int:
     tris = (keys >> np.uint64(32)).astype(np.uint32)
-    docs = (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    units = (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32)
     del keys
     bounds = np.flatnonzero(np.diff(tris)) + 1
     group_starts = np.concatenate([[0], bounds]).astype(np.int64)
     group_ends = np.concatenate([bounds, [len(tris)]]).astype(np.int64)
     counts = group_ends - group_starts
     raw = counts <= _RAW_MAX
-    # Rare trigrams (most of them) are copied as raw doc-id runs in one slice per stretch; only common
+    # Rare trigrams (most of them) are copied as raw unit-id runs in one slice per stretch; only common
     # ones become roaring bitmaps, so the Python loop runs once per common trigram, not per trigram.
     sizes = counts * 4
     bitmaps: dict[int, bytes] = {}
     for g in np.flatnonzero(~raw).tolist():
-        bitmaps[g] = bitmap_of(docs[group_starts[g] : group_ends[g]]).serialize()
+        bitmaps[g] = bitmap_of(units[group_starts[g] : group_ends[g]]).serialize()
         sizes[g] = len(bitmaps[g])
     offsets = (position + np.concatenate([[0], np.cumsum(sizes)[:-1]])).astype(np.uint64)
     previous = 0
     for g in [*sorted(bitmaps), len(group_starts)]:
         if g > previous:
-            postings.write(docs[group_starts[previous] : group_ends[g - 1]].tobytes())
+            postings.write(units[group_starts[previous] : group_ends[g - 1]].tobytes())
         if g < len(group_starts):
             postings.write(bitmaps[g])
         previous = g + 1
@@ -382,8 +382,8 @@ def _write_partition(keys: np.ndarray, postings: Any, position: int, table: _Tri
     return pos
 
 
-def trigram_keys(content_path: str, starts: np.ndarray, doc_lo: int, out_prefix: str) -> None:
-    """Write unique `trigram << 32 | unit` keys of units doc_lo.. into partition files `out_prefix.p<n>`.
+def trigram_keys(content_path: str, starts: np.ndarray, unit_lo: int, out_prefix: str) -> None:
+    """Write unique `trigram << 32 | unit` keys of units unit_lo.. into partition files `out_prefix.p<n>`.
 
     `starts` holds the absolute content offsets of those units plus the end of the last one. Runs in a
     worker process; trigrams are ASCII case-folded and never span two units (nor, so, two documents).
@@ -392,21 +392,21 @@ def trigram_keys(content_path: str, starts: np.ndarray, doc_lo: int, out_prefix:
         return
     content = np.memmap(content_path, dtype=np.uint8, mode="r", shape=(int(starts[-1]),))
     outs = [open(f"{out_prefix}.p{p}", "ab") for p in range(_PARTITIONS)]  # noqa: SIM115
-    n_docs = len(starts) - 1
+    n_units = len(starts) - 1
     try:
         lo = 0
-        while lo < n_docs:
+        while lo < n_units:
             hi = int(np.searchsorted(starts, starts[lo] + _BATCH_BYTES, side="right")) - 1
-            # At most 256 documents per batch: (local doc, trigram) then fits a uint32 sort key.
-            hi = min(max(hi, lo + 1), n_docs, lo + _BATCH_DOCS)
-            _batch_keys(content, starts, lo, hi, doc_lo, outs)
+            # At most 256 units per batch: (local unit, trigram) then fits a uint32 sort key.
+            hi = min(max(hi, lo + 1), n_units, lo + _BATCH_UNITS)
+            _batch_keys(content, starts, lo, hi, unit_lo, outs)
             lo = hi
     finally:
         for f in outs:
             f.close()
 
 
-def _batch_keys(content: np.ndarray, starts: np.ndarray, lo: int, hi: int, doc_lo: int, outs: list[Any]) -> None:
+def _batch_keys(content: np.ndarray, starts: np.ndarray, lo: int, hi: int, unit_lo: int, outs: list[Any]) -> None:
     s, e = int(starts[lo]), int(starts[hi])
     if e - s < 3:
         return
@@ -427,7 +427,7 @@ def _batch_keys(content: np.ndarray, starts: np.ndarray, lo: int, hi: int, doc_l
     part = (tris >> np.uint32(_PART_SHIFT)).astype(np.uint8)
     order = np.argsort(part, kind="stable")
     full = (tris[order].astype(np.uint64) << np.uint64(32)) | (
-        (keys[order] >> np.uint32(24)).astype(np.uint64) + np.uint64(doc_lo + lo)
+        (keys[order] >> np.uint32(24)).astype(np.uint64) + np.uint64(unit_lo + lo)
     )
     bounds = np.searchsorted(part[order], np.arange(_PARTITIONS + 1))
     for p in np.flatnonzero(np.diff(bounds)).tolist():
