@@ -22,15 +22,10 @@ from codewell.auth.csrf import verify_form
 from codewell.auth.require import require_actor, require_interactive
 from codewell.auth.service import AuthService
 from codewell.core.actors import Actor
-from codewell.core.errors import CodewellError, InvalidInput, Unauthenticated
+from codewell.core.errors import CodewellError, Unauthenticated
 from codewell.runtime import Runtime
-from codewell.web.requests import runtime_of
+from codewell.web.requests import form_expiry_days, form_text, runtime_of
 from codewell.web.templates import render
-
-
-def _text(form: FormData, key: str) -> str:
-    value = form.get(key, "")
-    return value if isinstance(value, str) else ""
 
 
 # -- settings: access tokens --------------------------------------------------------------------------------
@@ -61,16 +56,13 @@ async def create_token_page(request: Request) -> Response:
     runtime = runtime_of(request)
     form = await request.form()
     verify_form(request, form)
-    expires_text = _text(form, "expiresInDays")
     scopes = [s for s in form.getlist("scopes") if isinstance(s, str)]
     new_token, error, status = "", "", 201
 
     def create() -> str:
         assert actor.user_id is not None
-        if expires_text != "never" and not expires_text.isdigit():
-            raise InvalidInput("choose when the token expires")
-        expires = None if expires_text == "never" else int(expires_text)
-        raw, _ = runtime.get(TokenService).create_token(actor, actor.user_id, _text(form, "note"), scopes, expires)
+        expires = form_expiry_days(form)
+        raw, _ = runtime.get(TokenService).create_token(actor, actor.user_id, form_text(form, "note"), scopes, expires)
         return raw
 
     try:
@@ -112,22 +104,22 @@ def _emails_context(runtime: Runtime, actor: Actor) -> dict[str, Any]:
 
 def _add_email(runtime: Runtime, actor: Actor, form: FormData) -> str:
     assert actor.user_id is not None
-    added = runtime.get(AccountService).add_email(actor, actor.user_id, _text(form, "email"))
+    added = runtime.get(AccountService).add_email(actor, actor.user_id, form_text(form, "email"))
     outcome = runtime.get(EmailVerificationService).after_email_added(actor, actor.user_id, added.email)
     return _OUTCOMES[outcome].format(email=added.email)
 
 
 def _resend_email(runtime: Runtime, actor: Actor, form: FormData) -> str:
     assert actor.user_id is not None
-    email = _text(form, "email")
+    email = form_text(form, "email")
     runtime.get(EmailVerificationService).send_link(actor, actor.user_id, email)
     return _OUTCOMES["sent"].format(email=email.strip().lower())
 
 
 def _remove_email(runtime: Runtime, actor: Actor, form: FormData) -> str:
     assert actor.user_id is not None
-    runtime.get(AccountService).remove_email(actor, actor.user_id, _text(form, "email"))
-    return f"Removed {_text(form, 'email').strip().lower()}."
+    runtime.get(AccountService).remove_email(actor, actor.user_id, form_text(form, "email"))
+    return f"Removed {form_text(form, 'email').strip().lower()}."
 
 
 def emails_form(action: Callable[[Runtime, Actor, FormData], str]) -> Callable[[Request], Awaitable[Response]]:
@@ -248,10 +240,14 @@ def admin_page(name: str) -> Callable[[Request], Awaitable[Response]]:
 
 
 def _create_user(runtime: Runtime, actor: Actor, request: Request, form: FormData) -> str:
-    service_account = _text(form, "serviceAccount") == "true"
-    email = _text(form, "email") or None
+    service_account = form_text(form, "serviceAccount") == "true"
+    email = form_text(form, "email") or None
     user = runtime.get(AccountService).create_user(
-        actor, _text(form, "username"), email=email, email_verified=email is not None, service_account=service_account
+        actor,
+        form_text(form, "username"),
+        email=email,
+        email_verified=email is not None,
+        service_account=service_account,
     )
     if service_account:
         return f"Created service account {user.username}; create access tokens for it with `codewell tokens create`."
@@ -262,7 +258,7 @@ def _create_user(runtime: Runtime, actor: Actor, request: Request, form: FormDat
 def _set_admin(runtime: Runtime, actor: Actor, request: Request, form: FormData) -> str:
     accounts = runtime.get(AccountService)
     user = accounts.get_by_username(request.path_params["username"])
-    user = accounts.set_site_admin(actor, user.id, _text(form, "siteAdmin") == "true")
+    user = accounts.set_site_admin(actor, user.id, form_text(form, "siteAdmin") == "true")
     return f"{user.username} is {'now' if user.site_admin else 'no longer'} a site admin."
 
 
@@ -280,20 +276,20 @@ def _delete_user(runtime: Runtime, actor: Actor, request: Request, form: FormDat
 
 def _create_role(runtime: Runtime, actor: Actor, request: Request, form: FormData) -> str:
     perms = tuple(p for p in form.getlist("permissions") if isinstance(p, str))
-    role = runtime.get(RoleService).create_role(actor, _text(form, "name"), perms)
+    role = runtime.get(RoleService).create_role(actor, form_text(form, "name"), perms)
     return f"Created role {role.name}."
 
 
 def _role_permission(runtime: Runtime, actor: Actor, request: Request, form: FormData) -> str:
-    granted = _text(form, "op") == "add"
-    name, permission = request.path_params["name"], _text(form, "permission")
+    granted = form_text(form, "op") == "add"
+    name, permission = request.path_params["name"], form_text(form, "permission")
     runtime.get(RoleService).set_permission(actor, name, permission, granted=granted)
     return f"{'Added' if granted else 'Removed'} {permission} {'to' if granted else 'from'} {name}."
 
 
 def _role_user(runtime: Runtime, actor: Actor, request: Request, form: FormData) -> str:
-    assigned = _text(form, "op") == "assign"
-    user = runtime.get(AccountService).get_by_username(_text(form, "username"))
+    assigned = form_text(form, "op") == "assign"
+    user = runtime.get(AccountService).get_by_username(form_text(form, "username"))
     runtime.get(RoleService).set_assignment(actor, request.path_params["name"], user.id, assigned=assigned)
     role = request.path_params["name"]
     return f"Assigned {role} to {user.username}." if assigned else f"Unassigned {role} from {user.username}."

@@ -6,7 +6,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -19,15 +18,10 @@ from codewell.auth.require import require_actor, require_interactive
 from codewell.core.actors import Actor
 from codewell.core.errors import CodewellError, InvalidInput
 from codewell.runtime import Runtime
-from codewell.web.requests import runtime_of
+from codewell.web.requests import form_expiry_days, form_text, runtime_of
 from codewell.web.templates import render
 
 EXPIRY_DAYS = (30, 90, 365)
-
-
-def _text(form: FormData, key: str) -> str:
-    value = form.get(key, "")
-    return value if isinstance(value, str) else ""
 
 
 def _tokens_context(runtime: Runtime, actor: Actor) -> dict[str, Any]:
@@ -51,13 +45,11 @@ async def create_token_page(request: Request) -> Response:
     runtime = runtime_of(request)
     form = await request.form()
     verify_form(request, form)
-    expiry = _text(form, "expiresInDays")
 
     def create() -> str:
-        if expiry != "never" and not expiry.isdigit():
-            raise InvalidInput("choose when the token expires")
-        expires_at = None if expiry == "never" else datetime.now(UTC) + timedelta(days=int(expiry))
-        raw, _ = runtime.get(AnalyticsTokenService).create_token(actor, _text(form, "displayName"), expires_at)
+        days = form_expiry_days(form)
+        expires_at = None if days is None else datetime.now(UTC) + timedelta(days=days)
+        raw, _ = runtime.get(AnalyticsTokenService).create_token(actor, form_text(form, "displayName"), expires_at)
         return raw
 
     new_token, error, status = "", "", 201
@@ -94,14 +86,14 @@ async def allocate_page(request: Request) -> Response:
     credits = runtime.get(CreditService)
 
     def allocate() -> str:
-        amount = _text(form, "amount")
+        amount = form_text(form, "amount")
         if not amount.isdigit():
             raise InvalidInput("amount must be a whole number")
-        start = parse_date("startDate", _text(form, "startDate"))
-        end = parse_date("endDate", _text(form, "endDate"))
+        start = parse_date("startDate", form_text(form, "startDate"))
+        end = parse_date("endDate", form_text(form, "endDate"))
         if start is None or end is None:
             raise InvalidInput("the active period needs a start and an end date")
-        bucket = credits.allocate(actor, int(amount), start, end, _text(form, "note"))
+        bucket = credits.allocate(actor, int(amount), start, end, form_text(form, "note"))
         return f"Allocated {bucket.amount} credits from {bucket.starts_on} to {bucket.ends_on}."
 
     notice, error, status = "", "", 201

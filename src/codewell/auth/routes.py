@@ -15,7 +15,7 @@ from codewell.auth.service import SESSION_LIFETIME, AuthService, ClientInfo
 from codewell.auth.sessions import SESSION_COOKIE
 from codewell.core.errors import CodewellError, PermissionDenied
 from codewell.runtime import Runtime
-from codewell.web.requests import actor_of, runtime_of
+from codewell.web.requests import actor_of, form_text, runtime_of
 from codewell.web.templates import render
 
 
@@ -30,11 +30,6 @@ def client_of(request: Request) -> ClientInfo:
     return ClientInfo(
         ip=request.client.host if request.client else "", user_agent=request.headers.get("user-agent", "")
     )
-
-
-def _form_text(form: object, key: str) -> str:
-    value = form.get(key, "")  # type: ignore[attr-defined]
-    return value if isinstance(value, str) else ""
 
 
 def _signed_in(request: Request, cookie: str, target: str) -> Response:
@@ -81,11 +76,9 @@ async def sign_in_page(request: Request) -> Response:
         return render(request, "auth/sign_in.html", **context)
     form = await request.form()
     verify_form(request, form)
-    username = _form_text(form, "username")
+    username = form_text(form, "username")
     try:
-        user = await run_in_threadpool(
-            auth.sign_in_password, username, _form_text(form, "password"), client_of(request)
-        )
+        user = await run_in_threadpool(auth.sign_in_password, username, form_text(form, "password"), client_of(request))
         cookie, _ = await run_in_threadpool(auth.start_session, user, client_of(request))
     except CodewellError as exc:
         context.update(username=username, error=exc.message)
@@ -105,11 +98,11 @@ async def sign_up_page(request: Request) -> Response:
         return render(request, "auth/sign_up.html", **context)
     form = await request.form()
     verify_form(request, form)
-    username, email = _form_text(form, "username"), _form_text(form, "email")
+    username, email = form_text(form, "username"), form_text(form, "email")
     try:
         user = await run_in_threadpool(
             lambda: accounts.create_user(
-                actor_of(request), username, password=_form_text(form, "password"), email=email or None
+                actor_of(request), username, password=form_text(form, "password"), email=email or None
             )
         )
         cookie, _ = await run_in_threadpool(runtime.get(AuthService).start_session, user, client_of(request))
@@ -152,7 +145,7 @@ async def password_reset_page(request: Request) -> Response:
     runtime = runtime_of(request)
     auth = runtime.get(AuthService)
     source = request.query_params if request.method == "GET" else await request.form()
-    user_id_text, code = _form_text(source, "userID"), _form_text(source, "code")
+    user_id_text, code = form_text(source, "userID"), form_text(source, "code")
     user_id = int(user_id_text) if user_id_text.isdigit() else 0
     valid = await run_in_threadpool(auth.check_reset_code, user_id, code)
     context: dict[str, Any] = {"valid": valid, "user_id": user_id, "code": code, "error": "", "min_length": 0}
@@ -161,7 +154,7 @@ async def password_reset_page(request: Request) -> Response:
         return render(request, "auth/password_reset.html", status_code=200 if valid else 400, **context)
     verify_form(request, source)
     try:
-        await run_in_threadpool(auth.reset_password, user_id, code, _form_text(source, "password"))
+        await run_in_threadpool(auth.reset_password, user_id, code, form_text(source, "password"))
     except CodewellError as exc:
         context["error"] = exc.message
         return render(request, "auth/password_reset.html", status_code=exc.http_status, **context)

@@ -1,8 +1,9 @@
-"""Helpers for route handlers: the acting user, the runtime and the JSON body of a request."""
+"""Helpers for route handlers: the acting user, the runtime, the JSON body and form fields of a request."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from starlette.requests import Request
@@ -32,3 +33,17 @@ async def json_body(request: Request) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise InvalidInput("the request body must be a JSON object")
     return body
+
+
+def form_text(form: Mapping[str, object], key: str) -> str:
+    """A text field of a submitted form or query string ("" when it is missing or is a file upload)."""
+    value = form.get(key, "")
+    return value if isinstance(value, str) else ""
+
+
+def form_expiry_days(form: Mapping[str, object], key: str = "expiresInDays") -> int | None:
+    """A token-expiry choice from a form: a number of days, or None for "never"; InvalidInput otherwise."""
+    text = form_text(form, key)
+    if text != "never" and not text.isdigit():
+        raise InvalidInput("choose when the token expires")
+    return None if text == "never" else int(text)
