@@ -334,9 +334,14 @@ def merge_partitions(parts_dir: str, part_lo: int, part_hi: int) -> tuple[_Trigr
     table = _TrigramTable()
     position = 0
     directory = Path(parts_dir)
+    # One listing, not one glob per partition: chunks write only the partitions they have keys for.
+    by_part: dict[int, list[Path]] = {}
+    for name in sorted(os.listdir(directory)):
+        if name.startswith("c") and ".p" in name:
+            by_part.setdefault(int(name.rsplit(".p", 1)[1]), []).append(directory / name)
     with open(directory / f"m{part_lo:03}.bin", "wb") as postings:
         for part in range(part_lo, part_hi):
-            files = sorted(directory.glob(f"c*.p{part}"))
+            files = by_part.get(part, [])
             arrays = [np.fromfile(f, dtype=np.uint64) for f in files]
             if not arrays:
                 continue
@@ -391,7 +396,7 @@ def trigram_keys(content_path: str, starts: np.ndarray, unit_lo: int, out_prefix
     if int(starts[-1]) - int(starts[0]) == 0:
         return
     content = np.memmap(content_path, dtype=np.uint8, mode="r", shape=(int(starts[-1]),))
-    outs = [open(f"{out_prefix}.p{p}", "ab") for p in range(_PARTITIONS)]  # noqa: SIM115
+    outs = _PartitionFiles(out_prefix)
     n_units = len(starts) - 1
     try:
         lo = 0
@@ -402,11 +407,32 @@ def trigram_keys(content_path: str, starts: np.ndarray, unit_lo: int, out_prefix
             _batch_keys(content, starts, lo, hi, unit_lo, outs)
             lo = hi
     finally:
-        for f in outs:
+        outs.close()
+
+
+class _PartitionFiles:
+    """A chunk's partition files, each created on its first write.
+
+    A small repository touches a few partitions: creating all 256 files per chunk made building a shard of a
+    few files cost ~300 file creations (seconds on a slow disk).
+    """
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.files: dict[int, Any] = {}
+
+    def write(self, part: int, data: bytes) -> None:
+        f = self.files.get(part)
+        if f is None:
+            f = self.files[part] = open(f"{self.prefix}.p{part}", "ab")  # noqa: SIM115 - closed in close()
+        f.write(data)
+
+    def close(self) -> None:
+        for f in self.files.values():
             f.close()
 
 
-def _batch_keys(content: np.ndarray, starts: np.ndarray, lo: int, hi: int, unit_lo: int, outs: list[Any]) -> None:
+def _batch_keys(content: np.ndarray, starts: np.ndarray, lo: int, hi: int, unit_lo: int, outs: _PartitionFiles) -> None:
     s, e = int(starts[lo]), int(starts[hi])
     if e - s < 3:
         return
@@ -431,4 +457,4 @@ def _batch_keys(content: np.ndarray, starts: np.ndarray, lo: int, hi: int, unit_
     )
     bounds = np.searchsorted(part[order], np.arange(_PARTITIONS + 1))
     for p in np.flatnonzero(np.diff(bounds)).tolist():
-        outs[p].write(full[int(bounds[p]) : int(bounds[p + 1])].tobytes())
+        outs.write(p, full[int(bounds[p]) : int(bounds[p + 1])].tobytes())
