@@ -20,6 +20,7 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 
+from codewell.search import native
 from codewell.search.index.shard import Shard
 from codewell.search.indexer import branch_commits, build_from_mirror
 from codewell.search.parallel import search_shard_parallel
@@ -164,7 +165,7 @@ def split_main(root: Path, shards_dir: Path, runs: int, rebuild: bool) -> None:
             build_from_mirror(target, repo / ".git", commits, {"repo": repo.name, "default_branch": "main"}, workers=2)
         shards.append((repo.name, Shard.open(target)))
     print(f"{len(shards)} shards ready in {time.perf_counter() - started:.1f} s")
-    pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"))
+    pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"), initializer=_use_native, initargs=(native.ENABLED,))
     rows = []
     for name, query, rg_args, _all in QUERIES:
         if any(a.startswith("fs/") for a in rg_args):
@@ -197,6 +198,11 @@ def split_main(root: Path, shards_dir: Path, runs: int, rebuild: bool) -> None:
     (OUT / "search-split.json").write_text(json.dumps(rows, indent=2))
 
 
+def _use_native(enabled: bool) -> None:
+    """Pool workers follow the parent's --no-native."""
+    native.ENABLED = enabled
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repo", default="/var/tmp/codewell-bench/linux")
@@ -206,24 +212,28 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--build-only", action="store_true", help="Only (re)build and report build figures.")
     parser.add_argument("--split", help="Multi-repository run over this directory of repositories instead.")
     parser.add_argument("--only", action="append", help="Run only the named queries (repeatable).")
+    parser.add_argument(
+        "--no-native", action="store_true", help="Switch the native kernels off (search/_scan.c), for A/B runs."
+    )
     return parser.parse_args()
 
 
 def main() -> None:
     args = parse_args()
+    native.ENABLED = not args.no_native
     if args.split:
         split_main(Path(args.split), Path(args.shard + "-split"), args.runs, args.rebuild)
         return
     repo, target = Path(args.repo), Path(args.shard)
     # Load from other work inflates both engines' times; recorded so figures can be read in context.
-    report: dict[str, object] = {"load_avg_start": [round(x, 2) for x in os.getloadavg()]}
+    report: dict[str, object] = {"load_avg_start": [round(x, 2) for x in os.getloadavg()], "native": native.ENABLED}
     if args.rebuild or not (target / "meta.json").exists():
         report.update(build(repo, target))
     if args.build_only:
         print(json.dumps(report))
         return
     global POOL  # noqa: PLW0603 - one pool for the whole run, used by ours()
-    POOL = ProcessPoolExecutor(1, mp_context=get_context("spawn"))
+    POOL = ProcessPoolExecutor(1, mp_context=get_context("spawn"), initializer=_use_native, initargs=(native.ENABLED,))
     shard = Shard.open(target)
     content = (target / "content.bin").stat().st_size
     overhead = sum(f.stat().st_size for f in target.iterdir() if f.name != "content.bin")

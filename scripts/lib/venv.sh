@@ -10,7 +10,9 @@ ensure_venv() {
     "$python" -m venv .venv
   fi
   local stamp=".venv/.installed${extras:+-$extras}"
-  if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  # Reinstall when the dependencies or the native module's sources change (pip builds search/_scan.c).
+  if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
+    || [ src/codewell/search/_scan.c -nt "$stamp" ]; then
     .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".${extras:+[$extras]}"
     touch "$stamp"

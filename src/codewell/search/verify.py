@@ -1,9 +1,13 @@
 """Verification: scan content ranges of a shard for a pattern, and map match offsets to lines.
 
 Verification never loops over files in Python: consecutive candidate units form one contiguous range of
-the mmap'd content, scanned in one native call per matching line (RE2) or one callback per match
-(Hyperscan, for literals); offsets map to documents and lines through the stored document and newline
-offsets.
+the mmap'd content. A plain ASCII literal is scanned by the native kernel (search/_scan.c: one call per
+batch of ranges), a regex by RE2 (one native call per matching line), with Hyperscan finding the lines
+that hold a regex's required literal. Offsets map to documents and lines through the stored document and
+newline offsets, natively too.
+
+Without a C compiler at install the kernel is missing: literals then go to Hyperscan (one callback per
+match) or RE2, and lines are mapped in Python. The property tests compare all of these engines.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import numpy as np
 import re2
 from pyroaring import BitMap
 
+from codewell.search import native
 from codewell.search.index.shard import Shard
 from codewell.search.literal_scan import available as hyperscan_available
 from codewell.search.literal_scan import scan_literal
@@ -26,7 +31,7 @@ from codewell.search.selection import Candidates
 __all__ = ["Evaluator", "ranges_of"]
 
 _UNANCHORED = re2._re2.RE2.Anchor.UNANCHORED
-# Literal scans go through Hyperscan when it is available (tests switch it off to compare both engines).
+# Literal scans go through Hyperscan when the native kernels are missing (tests switch it off too).
 USE_HYPERSCAN = True
 # Up to this many match offsets, a per-offset bisect beats the vectorized binary search's fixed cost.
 _FEW_OFFSETS = 64
@@ -44,6 +49,7 @@ class Evaluator:
         # For a single-pattern query, lines = matches: scans may stop once this many lines are found.
         self.line_budget: int | None = None
         self._paths: dict[str, BitMap] = {}
+        self.native = native.kernels()
         self.use_hyperscan = USE_HYPERSCAN and hyperscan_available()
 
     def eval(self, node: Node, docs: BitMap) -> dict[int, set[int]]:
@@ -89,10 +95,20 @@ class Evaluator:
         if not runs:
             return []
         regex = compile_regex(pattern.value, case_sensitive=self.case_sensitive)
-        if not pattern.regex and pattern.text.isascii() and "\n" not in pattern.text and self.use_hyperscan:
-            # ASCII literal: Hyperscan's case folding is RE2's (and ripgrep's --no-unicode) exactly. A
-            # literal with a newline can never match a line: RE2 (never_nl) says so, Hyperscan would not.
-            return scan_literal(self.shard.content, pattern.text.encode(), self.case_sensitive, runs, self.line_budget)
+        if not pattern.regex and pattern.text.isascii() and "\n" not in pattern.text:
+            # ASCII literal: the kernel's and Hyperscan's case folding (A-Z only) is RE2's in Latin-1 mode,
+            # and ripgrep's --no-unicode, exactly. A literal with a newline can never match a line: RE2
+            # (never_nl) says so, the literal scanners would not.
+            if self.native is not None:
+                budget = -1 if self.line_budget is None else self.line_budget
+                needle = pattern.text if self.case_sensitive else pattern.text.lower()
+                lines: list[int] = self.native.find_lines(
+                    self.shard.content, needle.encode(), self.case_sensitive, runs, budget
+                )
+                return lines
+            if self.use_hyperscan:
+                text = pattern.text.encode()
+                return scan_literal(self.shard.content, text, self.case_sensitive, runs, self.line_budget)
         prefilter = prefilter_literal(pattern.value, regex=pattern.regex)
         if prefilter is not None and self.use_hyperscan:
             return self._hyperscan_prefiltered(regex._regexp, prefilter, runs)
@@ -180,6 +196,11 @@ class Evaluator:
         """(document, global line) of each ascending content offset, ascending."""
         if not offsets:
             return []
+        if self.native is not None:
+            tables = self.shard.tables
+            pages = (tables.starts, tables.doc_page0, tables.nl_pages, tables.nl_low)
+            found: list[tuple[int, int]] = self.native.map_lines(offsets, *pages, self.shard.page_shift)
+            return found
         return self._lines_few(offsets) if len(offsets) <= _FEW_OFFSETS else self._lines_many(offsets)
 
     def lines_of(self, offsets: list[int]) -> dict[int, set[int]]:

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from codewell.search import literal_scan
+from codewell.search import literal_scan, native
 from codewell.search.index.builder import PAGE_SHIFT, UNIT_BYTES, SourceDoc, build_shard
 from codewell.search.index.shard import Shard
 from codewell.search.query.parser import And, Node, Not, Or, Pattern, Query
@@ -49,16 +49,18 @@ REGEXES = [
 regex = st.sampled_from(REGEXES)
 # (unit_bytes, page_shift): the production geometry, and tiny units and newline pages so that random
 # corpora cross unit and page boundaries (units of a few lines, lines longer than a page).
-# The third value chooses the literal verifier: Hyperscan (True) or RE2 (False).
-geometry = st.tuples(st.sampled_from([(UNIT_BYTES, PAGE_SHIFT), (8, 2), (16, 3), (32, 4), (1, 1)]), st.booleans()).map(
-    lambda t: (t[0][0], t[0][1], t[1])
-)
-Shape = tuple[int, int, bool]
+# The third value chooses the engines: the native kernels (search/_scan.c, with Hyperscan for regexes),
+# Hyperscan without them (Python line mapping), or RE2 alone.
+ENGINES = ["native", "hyperscan", "re2"]
+geometry = st.tuples(
+    st.sampled_from([(UNIT_BYTES, PAGE_SHIFT), (8, 2), (16, 3), (32, 4), (1, 1)]), st.sampled_from(ENGINES)
+).map(lambda t: (t[0][0], t[0][1], t[1]))
+Shape = tuple[int, int, str]
 
 
 @contextmanager
 def verifier(shape: Shape) -> Iterator[None]:
-    """Run the searcher with the literal verifier that `shape` chooses.
+    """Run the searcher with the engines that `shape` chooses.
 
     With tiny units, the batches are tiny too and nothing takes the direct path: documents then straddle
     batches, which must still report each document once, in order, with all its lines.
@@ -66,14 +68,15 @@ def verifier(shape: Shape) -> Iterator[None]:
     from codewell.search import searcher, selection, verify
 
     assert literal_scan.available(), "hyperscan must be installed for the search tests"
-    saved = (verify.USE_HYPERSCAN, searcher._FIRST_BATCH_BYTES, selection._DIRECT_UNITS)
-    verify.USE_HYPERSCAN = shape[2]
+    assert native._scan is not None, "the native kernels must be built for the search tests (pip install -e .)"
+    saved = (native.ENABLED, verify.USE_HYPERSCAN, searcher._FIRST_BATCH_BYTES, selection._DIRECT_UNITS)
+    native.ENABLED, verify.USE_HYPERSCAN = shape[2] == "native", shape[2] != "re2"
     if shape[0] < 64:
         searcher._FIRST_BATCH_BYTES, selection._DIRECT_UNITS = shape[0], 0
     try:
         yield
     finally:
-        verify.USE_HYPERSCAN, searcher._FIRST_BATCH_BYTES, selection._DIRECT_UNITS = saved
+        native.ENABLED, verify.USE_HYPERSCAN, searcher._FIRST_BATCH_BYTES, selection._DIRECT_UNITS = saved
 
 
 def leaf() -> st.SearchStrategy[Node]:
@@ -121,7 +124,7 @@ def reference(node: Node, lines: list[str], flags: int) -> tuple[bool, set[int]]
 
 
 def run(
-    docs: list[str], node: Node, case_sensitive: bool, shape: Shape = (UNIT_BYTES, PAGE_SHIFT, True)
+    docs: list[str], node: Node, case_sensitive: bool, shape: Shape = (UNIT_BYTES, PAGE_SHIFT, "native")
 ) -> tuple[dict[str, set[int]], dict[str, set[int]]]:
     with tempfile.TemporaryDirectory() as tmp:
         sources = [SourceDoc(f"f{i}.txt", d.encode(), len(d), frozenset({"main"})) for i, d in enumerate(docs)]
@@ -392,12 +395,12 @@ def test_concurrent_filtered_searches_share_the_filter_memo(tmp_path: Path, monk
     assert len(shard.filter_cache) <= 2
 
 
-@pytest.mark.parametrize("hyperscan", [True, False])
-def test_a_literal_with_a_newline_matches_no_line(tmp_path: Path, hyperscan: bool) -> None:
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_literal_with_a_newline_matches_no_line(tmp_path: Path, engine: str) -> None:
     """Matching is per line (like ripgrep): a phrase spanning two lines of the file is not a match."""
     docs = [SourceDoc("a.c", b"int\nfoo\nint foo\n", 0, frozenset({"main"}))]
     shard = Shard.open(build_shard(tmp_path / "s", {"repo": "r"}, docs))
-    with verifier((UNIT_BYTES, PAGE_SHIFT, hyperscan)):
+    with verifier((UNIT_BYTES, PAGE_SHIFT, engine)):
         across = search_shard(shard, Query(expr=Pattern("int\\\nfoo", "int\nfoo", False, 0)), **_ANY)
         within = search_shard(shard, Query(expr=Pattern("int\\ foo", "int foo", False, 0)), **_ANY)
     assert across.hits == []
