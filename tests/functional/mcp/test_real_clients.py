@@ -70,7 +70,7 @@ def codewell_serve(settings: Settings, tmp_path: Path) -> Iterator[Process]:
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90  # a slow, loaded machine starts `codewell serve` slowly
         while True:
             try:
                 if httpx2.get(base + "/healthz", timeout=1).status_code == 200:

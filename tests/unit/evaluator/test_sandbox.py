@@ -264,7 +264,8 @@ def test_cpu_time_limit_inside_lua() -> None:
     ],
 )
 def test_memory_bombs_stop_at_the_memory_limit(source: str) -> None:
-    limits = SandboxLimits(max_instructions=50_000_000, max_memory=32 * 1024 * 1024)
+    # A generous CPU limit: on a slow or loaded machine the memory cap must still be what stops these.
+    limits = SandboxLimits(max_instructions=50_000_000, max_memory=32 * 1024 * 1024, cpu_seconds=30.0)
     outcome = run(source, limits)
     assert outcome.kind == "memory_limit", outcome
     assert outcome.message == "the script exceeded the memory limit of 33554432 bytes"
