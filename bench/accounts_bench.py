@@ -31,12 +31,12 @@ from sqlalchemy import text
 from codewell.accounts.passwords import hash_password, verify_password
 from codewell.accounts.service import AccountService
 from codewell.accounts.tokens import TokenService
+from codewell.app import create_app
 from codewell.auth.service import AuthService, ClientInfo
-from codewell.auth.sessions import SESSION_COOKIE
 from codewell.core.actors import INTERNAL
 from codewell.core.settings import Settings
+from codewell.http.sessions import SESSION_COOKIE
 from codewell.runtime import Runtime
-from codewell.web.app import create_app
 
 RESULTS = Path(__file__).parent / ".results"
 

@@ -34,11 +34,11 @@ from codewell.accounts.models import UserEmailRow, UserRow
 from codewell.analytics.events import UsageEvent, UsageRecorder, record_usage
 from codewell.analytics.rebuild import rebuild_rollup
 from codewell.analytics.tokens import AnalyticsTokenService
+from codewell.app import create_app
 from codewell.config import SiteConfig
 from codewell.core.actors import INTERNAL
 from codewell.core.settings import Settings
 from codewell.runtime import Runtime
-from codewell.web.app import create_app
 
 OUT = Path(__file__).with_name(".results")
 WORK = Path("/var/tmp/codewell-bench/analytics")

@@ -1,42 +1,44 @@
-"""Wiring each capability into a runtime, in one readable list (composition root for non-HTTP parts).
+"""The capabilities of the house, listed once, from the bottom of the dependency order to the top.
 
-A capability's `setup(runtime)` registers what it contributes at run time: background loops
-(`runtime.background`), listeners on other capabilities' services (e.g. "repository synced"), readiness
-checks. It must be idempotent and cheap: it runs for every `codewell` command and every app.
+`codewell.app` (HTTP) and `codewell.cli.main` (command line) read this list and nothing else; each entry
+is declared in its capability's `capability.py` (see `codewell.capability.Capability`). Setup runs in this
+order, so a capability's setup may rely on the ones listed before it. A new capability: write its
+`capability.py`, add one line here (docs/architecture.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from codewell.analytics.setup import setup as analytics_setup
-from codewell.auth.providers.setup import setup as auth_providers_setup
-from codewell.evaluator.setup import setup as evaluator_setup
-from codewell.history.setup import setup as history_setup
-from codewell.oauth.setup import setup as oauth_setup
-from codewell.repos.setup import setup as repos_setup
+from codewell.accounts.capability import CAPABILITY as ACCOUNTS
+from codewell.analytics.capability import CAPABILITY as ANALYTICS
+from codewell.auth.capability import CAPABILITY as AUTH
+from codewell.capability import Capability
+from codewell.evaluator.capability import CAPABILITY as EVALUATOR
+from codewell.history.capability import CAPABILITY as HISTORY
+from codewell.mcp.capability import CAPABILITY as MCP
+from codewell.oauth.capability import CAPABILITY as OAUTH
+from codewell.repos.capability import CAPABILITY as REPOS
 from codewell.runtime import Runtime
-from codewell.search.setup import setup as search_setup
+from codewell.search.capability import CAPABILITY as SEARCH
 
-Setup = Callable[[Runtime], None]
-
-
-def setup_functions() -> list[Setup]:
-    """Every capability's setup, in dependency order."""
-    return [
-        repos_setup,
-        search_setup,
-        history_setup,
-        oauth_setup,
-        evaluator_setup,
-        auth_providers_setup,
-        analytics_setup,
-    ]
+CAPABILITIES: tuple[Capability, ...] = (
+    ACCOUNTS,
+    REPOS,
+    AUTH,
+    ANALYTICS,
+    OAUTH,
+    SEARCH,
+    HISTORY,
+    EVALUATOR,
+    MCP,
+)
 
 
-def setup_all(runtime: Runtime) -> None:
+def wire(runtime: Runtime) -> None:
+    """Hand the runtime the capability list and run every setup once (idempotent per runtime)."""
     if runtime.capabilities_ready:
         return
-    for setup in setup_functions():
-        setup(runtime)
+    runtime.capabilities = CAPABILITIES
+    for capability in CAPABILITIES:
+        if capability.setup is not None:
+            capability.setup(runtime)
     runtime.capabilities_ready = True

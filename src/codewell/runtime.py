@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, Self, TypeVar
 
+from codewell.capability import Capability
 from codewell.config import SiteConfig, SiteConfigStore
 from codewell.core.errors import ConfigError
 from codewell.core.settings import Settings
@@ -58,6 +59,9 @@ class Runtime:
     _lock: threading.RLock = field(default_factory=threading.RLock)
     # Async loops started by `codewell serve` (sync scheduler, config watcher, ...), registered by capabilities.
     background: list[tuple[str, BackgroundTask]] = field(default_factory=list)
+    # The declared capabilities (codewell.capabilities), handed over by the composition root; services read
+    # what others contribute from here (tools, templates, readiness checks) without importing the top.
+    capabilities: tuple[Capability, ...] = ()
     capabilities_ready: bool = False
 
     @classmethod

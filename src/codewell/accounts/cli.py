@@ -16,8 +16,9 @@ from codewell.accounts.roles import RoleService
 from codewell.accounts.service import AccountService
 from codewell.accounts.tokens import SCOPES, TokenService
 from codewell.auth.service import AuthService
-from codewell.cli.common import handle_errors, open_runtime
+from codewell.clikit import handle_errors, open_runtime
 from codewell.core.actors import INTERNAL
+from codewell.repos.service import RepoService
 
 
 def _flag(value: bool) -> str:
@@ -155,8 +156,6 @@ def users_verify_email(ctx: click.Context, username: str, email: str) -> None:
 @handle_errors
 def users_repos(ctx: click.Context, username: str, names: str | None) -> None:
     """Show (or --set) the private repositories explicitly granted to USERNAME."""
-    from codewell.repos.service import RepoService
-
     runtime = open_runtime(ctx)
     user = runtime.get(AccountService).get_by_username(username)
     repos = runtime.get(RepoService)

@@ -18,14 +18,14 @@ from codewell.accounts.roles import RoleService
 from codewell.accounts.service import AccountService
 from codewell.accounts.tokens import TokenService
 from codewell.accounts.verification import NOT_CONFIGURED, VERIFY_PATH, EmailVerificationService
-from codewell.auth.csrf import verify_form
-from codewell.auth.require import require_actor, require_interactive
 from codewell.auth.service import AuthService
 from codewell.core.actors import Actor
 from codewell.core.errors import CodewellError, Unauthenticated
+from codewell.http.csrf import verify_form
+from codewell.http.guards import require_actor, require_interactive
+from codewell.http.requests import form_expiry_days, form_text, runtime_of
+from codewell.http.templates import render
 from codewell.runtime import Runtime
-from codewell.web.requests import form_expiry_days, form_text, runtime_of
-from codewell.web.templates import render
 
 
 # -- settings: access tokens --------------------------------------------------------------------------------
@@ -300,7 +300,7 @@ def _delete_role(runtime: Runtime, actor: Actor, request: Request, form: FormDat
     return f"Deleted role {request.path_params['name']}."
 
 
-def routes() -> list[BaseRoute]:
+def routes(runtime: Runtime) -> list[BaseRoute]:
     return [
         Route("/settings/tokens", tokens_page, methods=["GET"]),
         Route("/settings/tokens", create_token_page, methods=["POST"]),

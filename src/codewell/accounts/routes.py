@@ -15,12 +15,13 @@ from codewell.accounts.roles import RoleService
 from codewell.accounts.service import AccountService, User
 from codewell.accounts.tokens import SCOPE_USER_ALL, TokenService
 from codewell.accounts.verification import NOT_CONFIGURED, EmailVerificationService
-from codewell.auth.require import require_actor, require_interactive
 from codewell.auth.service import AuthService
 from codewell.core.actors import Actor
 from codewell.core.errors import InvalidInput
+from codewell.http.guards import require_actor, require_interactive
+from codewell.http.requests import json_body, runtime_of
+from codewell.repos.service import RepoService
 from codewell.runtime import Runtime
-from codewell.web.requests import json_body, runtime_of
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -178,8 +179,6 @@ def remove_email(request: Request, runtime: Runtime) -> Any:
 
 def user_repos(request: Request, runtime: Runtime) -> Any:
     """GET: repositories explicitly granted to the user; PUT {"repos": [...]}: replace the grants."""
-    from codewell.repos.service import RepoService  # the repos capability stores the grants
-
     actor = require_actor(request)
     user = _user_param(runtime, request)
     repos = runtime.get(RepoService)
@@ -290,7 +289,7 @@ def list_audit(request: Request, runtime: Runtime) -> Any:
     return {"entries": [e.as_json() for e in entries]}
 
 
-def routes() -> list[BaseRoute]:
+def routes(runtime: Runtime) -> list[BaseRoute]:
     return [
         Route("/.api/users", threaded(list_users), methods=["GET"]),
         Route("/.api/users", threaded(create_user, 201), methods=["POST"]),

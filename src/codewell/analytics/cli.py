@@ -16,7 +16,7 @@ from codewell.analytics.credits import CreditService
 from codewell.analytics.rebuild import rebuild_rollup
 from codewell.analytics.service import AnalyticsService, ReportRequest, parse_date, parse_granularity, parse_range
 from codewell.analytics.tokens import AnalyticsTokenService
-from codewell.cli.common import handle_errors, open_runtime
+from codewell.clikit import handle_errors, open_runtime
 from codewell.core.actors import INTERNAL
 from codewell.core.errors import InvalidInput
 

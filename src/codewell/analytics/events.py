@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Self
 
 from sqlalchemy import insert
 
+from codewell.analytics.models import UsageEventRow
 from codewell.analytics.rollup import (
     FEATURE_CODE_FINDER,
     FEATURE_CODENAV,
@@ -128,8 +129,6 @@ class UsageRecorder:
             self._buffer.clear()
         if not batch:
             return 0
-        from codewell.analytics.models import UsageEventRow
-
         rows = [
             {
                 "created_at": e.created_at,

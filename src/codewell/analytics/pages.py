@@ -13,13 +13,13 @@ from starlette.routing import BaseRoute, Route
 from codewell.analytics.credits import CreditService
 from codewell.analytics.service import AnalyticsService, parse_date
 from codewell.analytics.tokens import AnalyticsTokenService
-from codewell.auth.csrf import verify_form
-from codewell.auth.require import require_actor, require_interactive
 from codewell.core.actors import Actor
 from codewell.core.errors import CodewellError, InvalidInput
+from codewell.http.csrf import verify_form
+from codewell.http.guards import require_actor, require_interactive
+from codewell.http.requests import form_expiry_days, form_text, runtime_of
+from codewell.http.templates import render
 from codewell.runtime import Runtime
-from codewell.web.requests import form_expiry_days, form_text, runtime_of
-from codewell.web.templates import render
 
 EXPIRY_DAYS = (30, 90, 365)
 
@@ -105,7 +105,7 @@ async def allocate_page(request: Request) -> Response:
     return render(request, "analytics/credits.html", status_code=status, buckets=buckets, notice=notice, error=error)
 
 
-def routes() -> list[BaseRoute]:
+def routes(runtime: Runtime) -> list[BaseRoute]:
     return [
         Route("/analytics/tokens", tokens_page, methods=["GET"]),
         Route("/analytics/tokens", create_token_page, methods=["POST"]),

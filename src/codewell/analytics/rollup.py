@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Table, delete, text
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from codewell.analytics.models import UsageDailyRow, UsageUserDayRow, UsageUserMonthRow, UsageUserTotalRow
@@ -101,8 +103,6 @@ def upsert_increments(
         return
     dialect = session.get_bind().dialect.name
     if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as pg_insert
-
         pg_stmt = pg_insert(table)
         excluded = pg_stmt.excluded
         keys = [c.name for c in table.primary_key.columns]
@@ -111,8 +111,6 @@ def upsert_increments(
         )
         session.execute(pg_stmt, list(rows))
         return
-    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
     lite_stmt = sqlite_insert(table)
     excluded_lite = lite_stmt.excluded
     keys = [c.name for c in table.primary_key.columns]

@@ -20,7 +20,8 @@ from codewell.analytics.service import AnalyticsService, ReportRequest, parse_da
 from codewell.analytics.tokens import AnalyticsTokenService, is_analytics_token
 from codewell.core.actors import Actor
 from codewell.core.errors import InvalidInput, PermissionDenied, Unauthenticated
-from codewell.web.requests import actor_of, json_body, runtime_of
+from codewell.http.requests import actor_of, json_body, runtime_of
+from codewell.runtime import Runtime
 
 API = "/analytics/api"
 CSV_TYPE = "text/csv; charset=utf-8"
@@ -156,7 +157,7 @@ async def revoke_token(request: Request) -> Response:
     return Response(status_code=204)
 
 
-def routes() -> list[BaseRoute]:
+def routes(runtime: Runtime) -> list[BaseRoute]:
     return [
         Route(f"{API}/reports/by-user-client-date", usage_report, methods=["GET"]),
         Route(f"{API}/reports/user-registry", user_registry, methods=["GET"]),

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+from codewell.analytics.events import UsageRecorder
+from codewell.analytics.tokens import SCOPE_ANALYTICS, AnalyticsTokenService
+from codewell.auth.service import AuthService
 from codewell.runtime import Runtime
 
 ANALYTICS_API = "/analytics/api/"
@@ -12,9 +15,6 @@ ANALYTICS_API = "/analytics/api/"
 def setup(runtime: Runtime) -> None:
     """Register the analytics token resolver and paths with request authentication, and a background loop
     that writes buffered usage events when `codewell serve` stops (idempotent)."""
-    from codewell.analytics.tokens import SCOPE_ANALYTICS, AnalyticsTokenService
-    from codewell.auth.service import AuthService
-
     auth = runtime.get(AuthService)
     auth.add_bearer_resolver(runtime.get(AnalyticsTokenService).authenticate)
     # The analytics API answers missing credentials itself (401 with the JSON envelope), and analytics
@@ -27,8 +27,6 @@ def setup(runtime: Runtime) -> None:
 
 async def flush_on_shutdown(runtime: Runtime) -> None:
     """Sleep until cancelled by the server's shutdown, then write every buffered usage event."""
-    from codewell.analytics.events import UsageRecorder
-
     try:
         await asyncio.Event().wait()
     finally:

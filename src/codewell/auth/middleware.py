@@ -14,11 +14,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from codewell.accounts.tokens import TOKEN_PREFIX
 from codewell.auth.service import AuthService, ClientInfo, SessionInfo
-from codewell.auth.sessions import CSRF_HEADER, SESSION_COOKIE, same
 from codewell.core.actors import ANONYMOUS, Actor
 from codewell.core.errors import CodewellError, InvalidInput, PermissionDenied, Unauthenticated
+from codewell.http.errors import error_body
+from codewell.http.sessions import CSRF_HEADER, SESSION_COOKIE, same
 from codewell.runtime import Runtime
-from codewell.web.errors import error_body
 
 log = logging.getLogger(__name__)
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -156,7 +156,7 @@ class AuthenticationMiddleware:
                 ),
             )
         # Browsers send cookies on cross-site requests: a cookie-authenticated API write must prove it comes
-        # from our own pages with the session's CSRF token (forms check theirs in codewell.auth.csrf).
+        # from our own pages with the session's CSRF token (forms check theirs in codewell.http.csrf).
         unsafe_cookie_write = session is not None and is_api_path(path) and method not in SAFE_METHODS
         if unsafe_cookie_write and not same(headers.get(CSRF_HEADER, ""), session.csrf_token if session else ""):
             return _error_response(

@@ -10,13 +10,15 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from codewell.accounts.service import AccountService, User, builtin_signup_allowed
-from codewell.auth.csrf import verify_form
+from codewell.accounts.verification import EmailVerificationService
+from codewell.auth.providers.service import ExternalSignIn
 from codewell.auth.service import SESSION_LIFETIME, AuthService, ClientInfo
-from codewell.auth.sessions import SESSION_COOKIE
 from codewell.core.errors import CodewellError, PermissionDenied
+from codewell.http.csrf import verify_form
+from codewell.http.requests import actor_of, form_text, runtime_of
+from codewell.http.sessions import SESSION_COOKIE
+from codewell.http.templates import render
 from codewell.runtime import Runtime
-from codewell.web.requests import actor_of, form_text, runtime_of
-from codewell.web.templates import render
 
 
 def safe_return_to(value: str | None) -> str:
@@ -53,8 +55,6 @@ def signed_in_response(request: Request, cookie: str, target: str) -> Response:
 
 
 def _external_options(request: Request, return_to: str) -> list[Any]:
-    from codewell.auth.providers.service import ExternalSignIn
-
     return runtime_of(request).get(ExternalSignIn).options(return_to)
 
 
@@ -117,8 +117,6 @@ async def sign_up_page(request: Request) -> Response:
 def _send_first_verification_link(runtime: Runtime, user: User) -> None:
     """E-mail a verification link for the sign-up address when SMTP is configured (best effort: a failure
     leaves the address unverified, and the user can resend it from /settings/emails)."""
-    from codewell.accounts.verification import EmailVerificationService
-
     accounts = runtime.get(AccountService)
     actor = accounts.actor_for(user, via="session")
     for address in accounts.list_emails(actor, user.id):
@@ -132,8 +130,6 @@ async def sign_out(request: Request) -> Response:
     cookie = request.cookies.get(SESSION_COOKIE, "")
     if cookie:
         await run_in_threadpool(runtime_of(request).get(AuthService).end_session, cookie)
-    from codewell.auth.providers.service import ExternalSignIn
-
     # With one OAuth/OIDC/SAML provider as the only sign-in method, signing out starts a new sign-in there.
     sole = runtime_of(request).get(ExternalSignIn).sole_redirect_login()
     response = RedirectResponse(sole or "/sign-in", status_code=303)
@@ -161,7 +157,7 @@ async def password_reset_page(request: Request) -> Response:
     return RedirectResponse("/sign-in", status_code=303)
 
 
-def routes() -> list[BaseRoute]:
+def routes(runtime: Runtime) -> list[BaseRoute]:
     return [
         Route("/sign-in", sign_in_page, methods=["GET", "POST"]),
         Route("/sign-up", sign_up_page, methods=["GET", "POST"]),

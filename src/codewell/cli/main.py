@@ -1,4 +1,5 @@
-"""`codewell` entry point and the foundation's commands: serve, db, config."""
+"""The command-line composition root: the `codewell` entry point, the foundation's commands (serve, db,
+config) and every capability's commands, read from `codewell.capabilities`."""
 
 from __future__ import annotations
 
@@ -6,11 +7,14 @@ import sys
 from pathlib import Path
 
 import click
+import uvicorn
 
 from codewell import __version__
+from codewell.app import create_app
+from codewell.capabilities import CAPABILITIES, wire
 from codewell.cli.bootstrap import run_bootstrap
-from codewell.cli.common import fail, handle_errors, open_runtime, settings_from_context
-from codewell.config.store import parse_site_config
+from codewell.clikit import fail, handle_errors, open_runtime, settings_from_context
+from codewell.config.store import SiteConfigStore, dump_site_config, parse_site_config
 from codewell.core.errors import CodewellError
 from codewell.core.logging import configure_logging
 from codewell.core.settings import SETTING_SPECS
@@ -27,8 +31,11 @@ _ENV_HELP = "\n".join(f"  {s.env:24} {s.help}" for s in SETTING_SPECS)
 @click.version_option(__version__, prog_name="codewell")
 @click.option("--data-dir", type=click.Path(file_okay=False), help="Data directory [CODEWELL_DATA_DIR].")
 @click.option("--database-url", help="Database URL [CODEWELL_DATABASE_URL].")
-def cli(data_dir: str | None, database_url: str | None) -> None:
+@click.pass_context
+def cli(ctx: click.Context, data_dir: str | None, database_url: str | None) -> None:
     """codewell: code search, navigation, history and an MCP tool server over your git repositories."""
+    # Commands open their runtime through codewell.clikit, which wires the capabilities with this.
+    ctx.obj = wire
 
 
 @cli.command()
@@ -48,10 +55,6 @@ def serve(
     ctx: click.Context, host: str | None, port: int | None, log_format: str | None, demo: bool, migrate: bool
 ) -> None:
     """Initialise the data dir and database if needed, then serve HTTP."""
-    import uvicorn
-
-    from codewell.web.app import create_app
-
     settings = settings_from_context(ctx, host=host, port=port, log_format=log_format)
     configure_logging(settings.log_format, settings.log_level)
     runtime = open_runtime(ctx, migrate=migrate, host=host, port=port, log_format=log_format)
@@ -127,25 +130,16 @@ def config_validate(ctx: click.Context, path: str | None) -> None:
 @handle_errors
 def config_show(ctx: click.Context) -> None:
     """Print the effective site config, defaults included."""
-    from codewell.config.store import SiteConfigStore, dump_site_config
-
     settings = settings_from_context(ctx)
     store = SiteConfigStore.open(settings.site_config_path, create=False)
     click.echo(dump_site_config(store.current))
 
 
 def register_capability_commands(group: click.Group) -> None:
-    """Each capability's command group, in one readable list."""
-    from codewell.accounts.cli import COMMANDS as accounts_commands
-    from codewell.analytics.cli import COMMANDS as analytics_commands
-    from codewell.history.cli import history
-    from codewell.oauth.cli import oauth
-    from codewell.repos.cli import repos
-    from codewell.search.cli import index, search
-
-    commands: list[click.Command] = [repos, index, search, history, oauth, *accounts_commands, *analytics_commands]
-    for command in commands:
-        group.add_command(command)
+    """Each capability's commands, in the declared order."""
+    for capability in CAPABILITIES:
+        for command in capability.commands:
+            group.add_command(command)
 
 
 register_capability_commands(cli)

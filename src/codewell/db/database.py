@@ -23,6 +23,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 import codewell
 from codewell.core.errors import Unavailable
+from codewell.db.base import Base
+from codewell.db.models import InstanceMeta
 
 log = logging.getLogger(__name__)
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
@@ -129,8 +131,6 @@ class Database:
 
     def instance_id(self) -> str:
         """The random ID of this instance, created with the database."""
-        from codewell.db.models import InstanceMeta
-
         with self.session() as session:
             row = session.get(InstanceMeta, "instance_id")
             if row is None:
@@ -140,8 +140,6 @@ class Database:
 
     def table_names(self) -> list[str]:
         import_all_models()
-        from codewell.db.base import Base
-
         return [table.name for table in Base.metadata.sorted_tables]
 
     def has_rows(self, model: Any) -> bool:

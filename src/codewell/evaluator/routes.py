@@ -15,7 +15,8 @@ from starlette.routing import BaseRoute, Route
 
 from codewell.core.errors import InvalidInput, Unauthenticated
 from codewell.evaluator.service import EvaluatorService
-from codewell.web.requests import actor_of, runtime_of
+from codewell.http.requests import actor_of, runtime_of
+from codewell.runtime import Runtime
 
 
 async def evaluate(request: Request) -> Response:
@@ -45,5 +46,5 @@ async def evaluate(request: Request) -> Response:
     return JSONResponse(result.as_dict())
 
 
-def routes() -> list[BaseRoute]:
+def routes(runtime: Runtime) -> list[BaseRoute]:
     return [Route("/.api/evaluate", evaluate, methods=["POST"])]

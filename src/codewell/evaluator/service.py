@@ -19,6 +19,9 @@ from codewell.core.errors import CodewellError, InvalidInput
 from codewell.evaluator.metrics import EVALUATION_SECONDS, EVALUATIONS, WORKERS_RECYCLED
 from codewell.evaluator.pool import RunLimits, WorkerDied, WorkerPool
 from codewell.evaluator.sandbox import SandboxLimits
+from codewell.repos.service import RepoService
+from codewell.search.query.parser import parse_query
+from codewell.search.service import DEFAULT_COUNT, SearchService
 
 if TYPE_CHECKING:
     from codewell.core.actors import Actor
@@ -341,9 +344,6 @@ class EvaluatorService:
             return {"status": "error", "value": f"{name}: internal error", "kind": ""}
 
     def _search(self, actor: Actor, query: str, deadline: float, budget: _CallBudget) -> dict[str, Any]:
-        from codewell.search.query.parser import parse_query
-        from codewell.search.service import DEFAULT_COUNT, SearchService
-
         # Never build more matches in this process than the script could still receive: a count:all over a
         # large corpus would otherwise materialize up to a million lines here before the bytes check.
         parsed = parse_query(query)
@@ -355,8 +355,6 @@ class EvaluatorService:
         return search_value(results)
 
     def _read_file(self, actor: Actor, repo: Any, path: Any, start: Any, end: Any) -> dict[str, Any]:
-        from codewell.repos.service import RepoService
-
         if not isinstance(repo, str) or not isinstance(path, str):
             raise InvalidInput("repository and path must be strings")
         start_line = int(start) if isinstance(start, int) else None

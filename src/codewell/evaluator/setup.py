@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from codewell.evaluator.service import EvaluatorService
 from codewell.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -12,8 +13,6 @@ log = logging.getLogger(__name__)
 
 async def warm_workers(runtime: Runtime) -> None:
     """Start the evaluator's worker pool in the background, so the first script costs no process start."""
-    from codewell.evaluator.service import EvaluatorService
-
     try:
         await asyncio.to_thread(runtime.get(EvaluatorService).warm)
     except Exception:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from codewell.cli.common import handle_errors, open_runtime
+from codewell.clikit import handle_errors, open_runtime
 
 
 @click.group("history")

@@ -20,7 +20,8 @@ from starlette.routing import BaseRoute, Route
 from codewell.core.errors import InvalidInput
 from codewell.core.tools import Endpoint, ToolContext, ToolHandler
 from codewell.history import tools
-from codewell.web.requests import actor_of, runtime_of
+from codewell.http.requests import actor_of, runtime_of
+from codewell.runtime import Runtime
 
 _LISTS = {"repos", "messageTerms", "authors", "contentTerms", "files", "revisions"}
 _INTS = {"count", "first", "limit", "minCommits"}
@@ -61,7 +62,7 @@ def _endpoint(handler: ToolHandler, allowed: set[str]) -> Any:
     return endpoint
 
 
-def routes() -> list[BaseRoute]:
+def routes(runtime: Runtime) -> list[BaseRoute]:
     commit_params = {"repos", "messageTerms", "authors", "contentTerms", "files", "after", "before", "revisions"}
     diff_params = {"pattern", "repos", "added", "removed", "authors", "after", "before", "revisions", "count"}
     return [

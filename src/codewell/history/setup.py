@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+from codewell.history.indexer import sweep_orphan_words
+from codewell.history.service import HistoryService
+from codewell.repos.service import Repo, RepoService
 from codewell.runtime import Runtime
 
 
 def setup(runtime: Runtime) -> None:
     """Register the commit indexer as a sync listener of RepoService (idempotent per runtime)."""
-    from codewell.history.indexer import sweep_orphan_words
-    from codewell.history.service import HistoryService
-    from codewell.repos.service import Repo, RepoService
-
     history = runtime.get(HistoryService)
     if history.listening:
         return

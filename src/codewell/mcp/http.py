@@ -27,15 +27,18 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Receive, Scope, Send
 
+from codewell.accounts.roles import RoleService
+from codewell.accounts.service import AccountService
 from codewell.core.actors import Actor
 from codewell.core.errors import PermissionDenied, Unauthenticated
 from codewell.core.tools import Endpoint
+from codewell.http.errors import error_body
+from codewell.http.requests import actor_of
 from codewell.mcp import fastpath
 from codewell.mcp.registry import ToolRegistry
 from codewell.mcp.server import ToolCaller, build_server
+from codewell.oauth.service import OAuthService
 from codewell.runtime import Runtime
-from codewell.web.errors import error_body
-from codewell.web.requests import actor_of
 
 log = logging.getLogger(__name__)
 
@@ -133,10 +136,6 @@ def _json_error(status: int, code: str, message: str, hint: str | None = None, *
 
 def has_mcp_access(runtime: Runtime, actor: Actor) -> bool:
     """`MCP#ACCESS` through the accounts service (the User role has it by default)."""
-    try:
-        from codewell.accounts.service import AccountService
-    except ImportError:  # accounts not installed in this build: every signed-in user has the default role
-        return actor.is_user
     return runtime.get(AccountService).has_permission(actor, "MCP#ACCESS")
 
 
@@ -209,8 +208,6 @@ class McpGate:
         self.access = _AccessCache()
         # Role changes made in this process apply on the next request; changes from other processes
         # (the CLI) within the cache's TTL.
-        from codewell.accounts.roles import RoleService
-
         runtime.get(RoleService).add_change_listener(self.access.clear)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -289,8 +286,6 @@ class McpGate:
 
     def _oauth_problem(self, token: str | None, endpoint: Endpoint) -> str:
         """ "" when the OAuth token was issued for this endpoint (RFC 8707 audience), else why not."""
-        from codewell.oauth.service import OAuthService
-
         if token is None:
             return "OAuth tokens must be sent in the Authorization header"
         return self.runtime.get(OAuthService).audience_problem(token, resource_url(self.runtime, endpoint))

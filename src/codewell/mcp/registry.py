@@ -1,27 +1,23 @@
 """One tool registry for the three MCP endpoints.
 
-Tools are discovered, not listed: every `codewell.<capability>.tools` module's `TOOLS` is collected. The
-registry answers "which tools does this endpoint offer under this site configuration right now" (the spec's
+Tools come from the declared capabilities (`Capability.tools`, handed to the runtime by the composition
+root). The registry answers "which tools does this endpoint offer under this site configuration right now" (the spec's
 availability table, `mcp.tools.disabled`, and the `nls_search` fallback rule on /.api/mcp).
 
-A tools module may also define `TOOL_AVAILABLE: Mapping[str, Callable[[Runtime], bool]]` for tools that
-can be registered but temporarily unavailable (e.g. `code_finder` without a configured model).
+A capability may also declare `tool_available: Mapping[str, Callable[[Runtime], bool]]` for tools that can be
+registered but temporarily unavailable (e.g. `code_finder` without a configured model).
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
-import pkgutil
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-import codewell
 from codewell.config import SiteConfig
 from codewell.core.errors import ConfigError
 from codewell.core.tools import Endpoint, ToolSpec
@@ -43,21 +39,6 @@ Availability = Callable[["Runtime"], bool]
 class RegisteredTool:
     spec: ToolSpec
     validator: ArgumentValidator
-
-
-def discover_tool_modules() -> list[tuple[str, list[ToolSpec], dict[str, Availability]]]:
-    """Import every `codewell.<capability>.tools` module; return (module, TOOLS, TOOL_AVAILABLE) per module."""
-    found: list[tuple[str, list[ToolSpec], dict[str, Availability]]] = []
-    root = Path(codewell.__path__[0])
-    for info in sorted(pkgutil.iter_modules(codewell.__path__), key=lambda i: i.name):
-        if not info.ispkg or info.name == "mcp" or not (root / info.name / "tools.py").exists():
-            continue
-        module_name = f"codewell.{info.name}.tools"
-        module = importlib.import_module(module_name)
-        tools = list(getattr(module, "TOOLS", []))
-        available = dict(getattr(module, "TOOL_AVAILABLE", {}))
-        found.append((module_name, tools, available))
-    return found
 
 
 def check_schema(spec: ToolSpec) -> None:
@@ -87,10 +68,9 @@ class ToolRegistry:
     def create(cls, runtime: Runtime) -> Self:
         specs: list[ToolSpec] = []
         available: dict[str, Availability] = {}
-        for module_name, tools, tool_available in discover_tool_modules():
-            log.debug("tools from %s: %s", module_name, [t.name for t in tools])
-            specs.extend(tools)
-            available.update(tool_available)
+        for capability in runtime.capabilities:
+            specs.extend(capability.tools)
+            available.update(capability.tool_available)
         return cls(specs, available)
 
     @property

@@ -25,10 +25,10 @@ from codewell.core.actors import Actor
 from codewell.core.errors import CodewellError, InvalidInput
 from codewell.core.logging import request_id_var
 from codewell.core.tools import Endpoint, ToolContext
+from codewell.http.requests import actor_of
 from codewell.mcp.registry import ToolRegistry
 from codewell.mcp.results import WireResult, error_message, error_result, success_result
 from codewell.runtime import Runtime
-from codewell.web.requests import actor_of
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ import json
 
 import click
 
-from codewell.cli.common import handle_errors, open_runtime
+from codewell.clikit import handle_errors, open_runtime
 from codewell.core.actors import INTERNAL
 from codewell.oauth.service import OAuthService
 

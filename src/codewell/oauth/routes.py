@@ -9,10 +9,11 @@ import base64
 import hashlib
 import hmac
 import html
+import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
 import anyio.to_thread
 from starlette.requests import Request
@@ -20,10 +21,12 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import BaseRoute, Route
 
 from codewell.core.errors import InvalidInput, PermissionDenied, Unauthenticated
+from codewell.http.csrf import verify_form
+from codewell.http.requests import actor_of
+from codewell.http.templates import render
 from codewell.oauth.errors import OAuthError
-from codewell.oauth.service import AUTH_METHODS, SCOPE, AuthorizationRequest, OAuthService
+from codewell.oauth.service import AUTH_METHODS, SCOPE, AuthorizationRequest, OAuthService, redirect_matches
 from codewell.runtime import Runtime
-from codewell.web.requests import actor_of
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +98,6 @@ def _client_credentials(request: Request, form: Mapping[str, str]) -> tuple[str,
             user, _, password = decoded.partition(":")
         except ValueError:
             raise OAuthError("invalid_client", "malformed Basic credentials", status=401) from None
-        from urllib.parse import unquote
-
         return unquote(user), unquote(password)
     return form.get("client_id", ""), form.get("client_secret")
 
@@ -206,8 +207,6 @@ class OAuthRoutes:
             client = self.service.get_client(params.get("client_id", ""))
         except OAuthError:
             return None
-        from codewell.oauth.service import redirect_matches
-
         uri = params.get("redirect_uri") or (client.redirect_uris[0] if len(client.redirect_uris) == 1 else "")
         return uri if uri and redirect_matches(client.redirect_uris, uri) else None
 
@@ -294,8 +293,6 @@ class OAuthRoutes:
             body = await request.body()
             if len(body) > MAX_FORM_BYTES:
                 raise OAuthError("invalid_client_metadata", "registration request too large")
-            import json
-
             try:
                 document = json.loads(body or b"null")
             except ValueError:
@@ -387,9 +384,6 @@ class OAuthRoutes:
 
     # -- admin page: /site-admin/oauth-clients ---------------------------------------------------------------
     async def admin_page(self, request: Request) -> Response:
-        from codewell.auth.csrf import verify_form
-        from codewell.web.templates import render
-
         actor = actor_of(request)
         if not actor.site_admin:
             raise PermissionDenied("only site admins can manage OAuth clients")

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from codewell.cli.common import fail, handle_errors, open_runtime
+from codewell.clikit import fail, handle_errors, open_runtime
 from codewell.core.actors import INTERNAL
 from codewell.repos.service import RepoService, SyncOutcome
 from codewell.runtime import Runtime

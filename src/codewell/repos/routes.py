@@ -18,9 +18,10 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
 from codewell.core.errors import InvalidInput
+from codewell.http.requests import actor_of, runtime_of
 from codewell.repos import render
 from codewell.repos.service import LIST_REFS_DEFAULT, LIST_REPOS_DEFAULT, RepoService
-from codewell.web.requests import actor_of, runtime_of
+from codewell.runtime import Runtime
 
 
 def _service(request: Request) -> RepoService:
@@ -130,7 +131,7 @@ async def sync_repo(request: Request) -> JSONResponse:
     return JSONResponse(body)
 
 
-def routes() -> list[BaseRoute]:
+def routes(runtime: Runtime) -> list[BaseRoute]:
     """The /.api/repos routes; the catch-all `{name:path}` route comes last."""
     prefix = "/.api/repos"
     return [

@@ -10,10 +10,11 @@ from starlette.routing import BaseRoute, Route
 
 from codewell.analytics.events import FEATURE_SEARCH, track_usage
 from codewell.core.errors import InvalidInput
+from codewell.http.requests import actor_of, runtime_of
+from codewell.runtime import Runtime
 from codewell.search.render import render_results
 from codewell.search.results import IndexStatus
 from codewell.search.service import SearchService
-from codewell.web.requests import actor_of, runtime_of
 
 __all__ = ["routes"]
 
@@ -65,7 +66,7 @@ async def index_status(request: Request) -> JSONResponse:
     return JSONResponse({"repositories": [status_json(s) for s in statuses]})
 
 
-def routes() -> list[BaseRoute]:
+def routes(runtime: Runtime) -> list[BaseRoute]:
     """The /.api/search routes."""
     return [
         Route("/.api/search", search, methods=["GET"]),

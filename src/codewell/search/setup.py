@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from codewell.repos.service import RepoService
 from codewell.runtime import Runtime
 from codewell.search.service import SearchService
 
@@ -27,8 +28,6 @@ async def index_loop(runtime: Runtime) -> None:
 
 def setup(runtime: Runtime) -> None:
     """Re-index after each sync that changed refs; forget the index of removed repositories."""
-    from codewell.repos.service import RepoService
-
     service = runtime.get(SearchService)
     repos = runtime.get(RepoService)
     repos.add_sync_listener(service.on_sync)

@@ -100,7 +100,7 @@ def test_other_schemes_are_ignored_and_audited(client: TestClient, runtime: Runt
 
 def test_unknown_scheme_does_not_hide_a_valid_session(client: TestClient, runtime: Runtime) -> None:
     from codewell.auth.service import ClientInfo
-    from codewell.auth.sessions import SESSION_COOKIE
+    from codewell.http.sessions import SESSION_COOKIE
 
     alice = make_user(runtime, "alice")
     cookie, _ = runtime.get(AuthService).start_session(alice, ClientInfo())

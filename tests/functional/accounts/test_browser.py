@@ -14,8 +14,8 @@ import pytest
 import uvicorn
 from playwright.sync_api import sync_playwright
 
+from codewell.app import create_app
 from codewell.runtime import Runtime
-from codewell.web.app import create_app
 from tests.factories import make_user
 
 CHROMIUM = "/usr/bin/chromium"

@@ -10,8 +10,8 @@ from starlette.testclient import TestClient
 from codewell.accounts.service import AccountService
 from codewell.accounts.tokens import TokenService
 from codewell.auth.service import AuthService
-from codewell.auth.sessions import SESSION_COOKIE
 from codewell.core.actors import INTERNAL
+from codewell.http.sessions import SESSION_COOKIE
 from codewell.runtime import Runtime
 from tests.factories import make_user, set_site_config
 

@@ -12,9 +12,9 @@ from starlette.testclient import TestClient
 from codewell.accounts.service import AccountService
 from codewell.analytics.events import UsageEvent, UsageRecorder, record_usage
 from codewell.analytics.models import UsageEventRow
+from codewell.app import create_app
 from codewell.core.actors import INTERNAL
 from codewell.runtime import Runtime
-from codewell.web.app import create_app
 from tests.factories import make_token, make_user
 from tests.functional.analytics.conftest import INSTANCE, Instance, analytics_token, at, record
 

@@ -26,7 +26,7 @@ def instance_token_headers(instance: Instance) -> dict[str, str]:
 def sign_in(client: TestClient, instance: Instance) -> str:
     """Give the client a session of the admin (as the sign-in page would); returns its CSRF token."""
     from codewell.auth.service import AuthService, ClientInfo
-    from codewell.auth.sessions import SESSION_COOKIE
+    from codewell.http.sessions import SESSION_COOKIE
 
     cookie, session = instance.runtime.get(AuthService).start_session(instance.admin, ClientInfo())
     client.cookies.set(SESSION_COOKIE, cookie)

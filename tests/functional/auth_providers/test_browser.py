@@ -13,8 +13,8 @@ import uvicorn
 from playwright.sync_api import sync_playwright
 
 from codewell.accounts.service import AccountService
+from codewell.app import create_app
 from codewell.runtime import Runtime
-from codewell.web.app import create_app
 from tests.factories import set_site_config
 from tests.fakes.codehosts import FakeCodeHost, HostUser
 from tests.functional.accounts.test_browser import CHROMIUM, CHROMIUM_ARGS

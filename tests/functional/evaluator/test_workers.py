@@ -323,8 +323,8 @@ def test_worst_case_escaping_of_output_and_result_fits_the_frame(
 
 
 def test_server_start_warms_the_pool(runtime: Runtime) -> None:
+    from codewell.app import create_app
     from codewell.evaluator.setup import setup, warm_workers
-    from codewell.web.app import create_app
 
     create_app(runtime, background=False)
     assert [name for name, _ in runtime.background].count("evaluator-warm") == 1

@@ -15,13 +15,13 @@ import uvicorn
 
 from codewell.accounts.service import AccountService, User
 from codewell.accounts.tokens import TokenService
+from codewell.app import create_app
 from codewell.config import SiteConfig
 from codewell.core.actors import INTERNAL
 from codewell.core.settings import Settings
 from codewell.core.tools import ToolSpec
 from codewell.mcp.registry import ToolRegistry
 from codewell.runtime import Runtime
-from codewell.web.app import create_app
 
 
 def free_port() -> int:

@@ -17,8 +17,8 @@ import httpx2
 import pytest
 
 from codewell.auth.service import AuthService, ClientInfo
-from codewell.auth.sessions import SESSION_COOKIE
 from codewell.core.settings import Settings
+from codewell.http.sessions import SESSION_COOKIE
 from codewell.runtime import Runtime
 from tests.factories import make_token, make_user
 from tests.functional.mcp.served import free_port

@@ -13,7 +13,7 @@ import httpx2
 
 from codewell.accounts.service import User
 from codewell.auth.service import AuthService, ClientInfo
-from codewell.auth.sessions import SESSION_COOKIE
+from codewell.http.sessions import SESSION_COOKIE
 from codewell.oauth.service import pkce_challenge
 from tests.functional.mcp.served import Served
 

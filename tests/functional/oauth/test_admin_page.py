@@ -6,7 +6,7 @@ import re
 
 import httpx2
 
-from codewell.auth.sessions import CSRF_FORM_FIELD
+from codewell.http.sessions import CSRF_FORM_FIELD
 from tests.functional.mcp.served import Served
 from tests.functional.oauth.flow import session_cookie
 

@@ -6,10 +6,11 @@ from typing import Any
 
 import pytest
 
+from codewell.capabilities import CAPABILITIES
 from codewell.config import SiteConfig
 from codewell.core.errors import ConfigError
 from codewell.core.tools import Endpoint, ToolContext, ToolResult, ToolSpec
-from codewell.mcp.registry import ToolRegistry, discover_tool_modules
+from codewell.mcp.registry import ToolRegistry
 from codewell.runtime import Runtime
 
 
@@ -82,12 +83,10 @@ def test_bad_specs_are_rejected() -> None:
         ToolRegistry([spec("a", CORE, schema={"type": "object", "additionalProperties": False, "required": 3})])
 
 
-def test_discovery_collects_every_capability_tools_module() -> None:
-    modules = discover_tool_modules()
-    assert all(name.startswith("codewell.") and name.endswith(".tools") for name, _, _ in modules)
-    assert "codewell.mcp.tools" not in [name for name, _, _ in modules]
-    for _, tools, _ in modules:
-        ToolRegistry(tools)  # every discovered tool has a valid schema
+def test_registry_collects_the_tools_of_every_declared_capability(runtime: Runtime) -> None:
+    declared = {tool.name for capability in CAPABILITIES for tool in capability.tools}
+    assert {"keyword_search", "read_file", "commit_search", "evaluator"} <= declared
+    assert set(ToolRegistry.create(runtime).names) == declared
 
 
 def test_real_tools_validate_together(runtime: Runtime) -> None:

@@ -14,10 +14,10 @@ from codewell.accounts.audit import AuditService
 from codewell.accounts.service import AccountService
 from codewell.auth.identities import ExternalAccount, IdentityService
 from codewell.auth.providers.service import ExternalSignIn
-from codewell.auth.sessions import SESSION_COOKIE
 from codewell.config.providers import HTTPHeaderProvider
 from codewell.core.actors import Actor
 from codewell.core.errors import InvalidInput, Unauthenticated
+from codewell.http.sessions import SESSION_COOKIE
 
 if TYPE_CHECKING:
     from codewell.auth.service import AuthService, ClientInfo

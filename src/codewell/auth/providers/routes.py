@@ -17,12 +17,22 @@ from starlette.routing import BaseRoute, Route
 
 from codewell.accounts.service import User
 from codewell.auth.providers.flows import FLOW_COOKIE, FLOW_LIFETIME, new_browser_token
-from codewell.auth.providers.service import CODE_HOST_KINDS, OIDC_CALLBACK, ExternalSignIn
+from codewell.auth.providers.service import (
+    CODE_HOST_KINDS,
+    OIDC_CALLBACK,
+    ExternalSignIn,
+    add_credentials,
+    finish_saml,
+    sp_metadata,
+)
 from codewell.auth.routes import client_of, safe_return_to, signed_in_response
 from codewell.auth.service import AuthService
+from codewell.config.providers import GerritProvider
 from codewell.core.errors import CodewellError
-from codewell.web.requests import runtime_of
-from codewell.web.templates import render
+from codewell.http.csrf import verify_form
+from codewell.http.requests import actor_of, runtime_of
+from codewell.http.templates import render
+from codewell.runtime import Runtime
 
 
 def error_page(request: Request, exc: CodewellError) -> Response:
@@ -92,8 +102,6 @@ def callback(kind: str) -> Callable[[Request], Awaitable[Response]]:
 
 
 async def saml_metadata(request: Request) -> Response:
-    from codewell.auth.providers.saml import sp_metadata
-
     try:
         xml = await run_in_threadpool(sp_metadata, runtime_of(request))
     except CodewellError as exc:
@@ -102,8 +110,6 @@ async def saml_metadata(request: Request) -> Response:
 
 
 async def saml_acs(request: Request) -> Response:
-    from codewell.auth.providers.saml import finish_saml
-
     form = await request.form()
     fields = {k: v for k, v in form.items() if isinstance(v, str)}
     try:
@@ -117,11 +123,6 @@ async def saml_acs(request: Request) -> Response:
 
 async def gerrit_credentials(request: Request) -> Response:
     """Account security: add Gerrit HTTP credentials (checked against Gerrit's REST API)."""
-    from codewell.auth.csrf import verify_form
-    from codewell.auth.providers.gerrit import add_credentials
-    from codewell.config.providers import GerritProvider
-    from codewell.web.requests import actor_of
-
     runtime = runtime_of(request)
     actor = actor_of(request)
     if not actor.is_user:
@@ -150,7 +151,7 @@ async def gerrit_credentials(request: Request) -> Response:
     return render(request, "auth_providers/gerrit.html", **context)
 
 
-def routes() -> list[BaseRoute]:
+def routes(runtime: Runtime) -> list[BaseRoute]:
     result: list[BaseRoute] = []
     for kind in (*CODE_HOST_KINDS, "openidconnect", "saml"):
         result.append(Route(f"/.auth/{kind}/login", login(kind), methods=["GET"]))

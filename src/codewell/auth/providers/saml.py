@@ -13,7 +13,6 @@ metadata is configured. SP metadata: `GET /.auth/saml/metadata`.
 
 from __future__ import annotations
 
-import base64
 import functools
 import gc
 import os
@@ -26,12 +25,11 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 import requests
 from cryptography.utils import CryptographyDeprecationWarning
 
-from codewell.accounts.service import User
 from codewell.auth.identities import ExternalAccount
 from codewell.auth.providers.flows import Flow
 from codewell.auth.providers.oauth import HTTP_TIMEOUT, FilterRefused, ProviderError
 from codewell.config.providers import SAMLProvider
-from codewell.core.errors import CodewellError, InvalidInput, NotFound, PermissionDenied, Unavailable
+from codewell.core.errors import CodewellError, PermissionDenied, Unavailable
 
 with warnings.catch_warnings():  # pysaml2 still imports a cipher mode cryptography has moved (harmless here)
     warnings.simplefilter("ignore", CryptographyDeprecationWarning)
@@ -41,7 +39,6 @@ with warnings.catch_warnings():  # pysaml2 still imports a cipher mode cryptogra
     from saml2.metadata import create_metadata_string
 
 if TYPE_CHECKING:
-    from codewell.auth.service import ClientInfo
     from codewell.runtime import Runtime
 
 ACS_PATH = "/.auth/saml/acs"
@@ -245,44 +242,5 @@ def _assertion_signed(response: Any) -> bool:
     return getattr(response.assertion, "signature", None) is not None
 
 
-def _provider(runtime: Runtime) -> SAMLProvider:
-    from codewell.auth.providers.service import ExternalSignIn
-
-    provider = runtime.get(ExternalSignIn).first_of_kind("saml")
-    if not isinstance(provider, SAMLProvider):
-        raise NotFound("SAML sign-in is not configured on this instance.", hint="add a saml entry to auth.providers")
-    return provider
-
-
 def client_for(runtime: Runtime, provider: SAMLProvider) -> SAMLClient:
     return SAMLClient(provider, runtime.external_url, runtime.settings.data_dir / "saml")
-
-
-def sp_metadata(runtime: Runtime) -> str:
-    """The service provider metadata XML of the configured SAML provider (NotFound without one)."""
-    return client_for(runtime, _provider(runtime)).metadata()
-
-
-def finish_saml(runtime: Runtime, fields: dict[str, str], browser_token: str, client: ClientInfo) -> tuple[User, str]:
-    """Complete a POST to the ACS: (the signed-in user, returnTo). Every refusal is audited."""
-    from codewell.auth.providers.service import ExternalSignIn, ProviderGone
-
-    service = runtime.get(ExternalSignIn)
-    flow = service.consume_flow("saml", fields.get("RelayState", ""), browser_token, client)
-    provider = service.find(flow.provider_id, "saml")
-    if not isinstance(provider, SAMLProvider):
-        service.refuse("saml", "callback for a provider removed from the config", client)
-        raise ProviderGone
-    saml_response = fields.get("SAMLResponse", "")
-    try:
-        if not saml_response:
-            raise InvalidInput("The SAML response is missing.", hint="start the sign-in again")
-        base64.b64decode(saml_response, validate=True)
-        account = client_for(runtime, provider).finish(saml_response, flow)
-    except CodewellError as exc:
-        service.refuse("saml", exc.message, client)
-        raise
-    except ValueError:
-        service.refuse("saml", "SAMLResponse is not base64", client)
-        raise InvalidInput("The SAML response is malformed.") from None
-    return service.complete(provider, account, client), flow.return_to

@@ -7,24 +7,28 @@ provider removed from the config, a wrong issuer or audience, filters not met) i
 
 from __future__ import annotations
 
+import base64
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import urlencode
 
 from codewell.accounts.audit import AuditService
-from codewell.accounts.service import User
-from codewell.auth.identities import ExternalAccount, IdentityService, LinkPolicy
+from codewell.accounts.service import AccountService, User
+from codewell.auth.identities import ExternalAccount, Identity, IdentityService, LinkPolicy
 from codewell.auth.providers.bitbucketcloud import BitbucketCloudClient
 from codewell.auth.providers.bitbucketserver import BitbucketServerClient
 from codewell.auth.providers.flows import AuthFlows, Flow, FlowRefused
+from codewell.auth.providers.gerrit import check_credentials
 from codewell.auth.providers.github import GitHubClient
 from codewell.auth.providers.gitlab import GitLabClient
 from codewell.auth.providers.oauth import CodeHostClient
 from codewell.auth.providers.openidconnect import OpenIDConnectClient
+from codewell.auth.providers.saml import client_for
 from codewell.config.providers import (
     BitbucketCloudProvider,
     BitbucketServerProvider,
+    GerritProvider,
     GitHubProvider,
     GitLabProvider,
     HTTPHeaderProvider,
@@ -32,6 +36,7 @@ from codewell.config.providers import (
     Provider,
     SAMLProvider,
 )
+from codewell.core.actors import Actor
 from codewell.core.errors import CodewellError, InvalidInput, NotFound, PermissionDenied
 
 if TYPE_CHECKING:
@@ -137,8 +142,6 @@ class ExternalSignIn:
         if provider.no_sign_in:
             raise PermissionDenied(f"{provider.label} is not a sign-in method here (noSignIn).")
         if isinstance(provider, SAMLProvider):
-            from codewell.auth.providers.saml import client_for
-
             flow = self.flows.begin(provider.id, return_to, browser_token, pkce=False)
             return client_for(self.runtime, provider).authorization_url(flow)
         if isinstance(provider, OpenIDConnectProvider):
@@ -229,3 +232,67 @@ class ExternalSignIn:
             user_agent=client.user_agent,
             details={"provider": kind},
         )
+
+
+# SAML and Gerrit steps that need the sign-in service (their protocol clients live in saml.py and gerrit.py).
+
+
+def _provider(runtime: Runtime) -> SAMLProvider:
+    provider = runtime.get(ExternalSignIn).first_of_kind("saml")
+    if not isinstance(provider, SAMLProvider):
+        raise NotFound("SAML sign-in is not configured on this instance.", hint="add a saml entry to auth.providers")
+    return provider
+
+
+def sp_metadata(runtime: Runtime) -> str:
+    """The service provider metadata XML of the configured SAML provider (NotFound without one)."""
+    return client_for(runtime, _provider(runtime)).metadata()
+
+
+def finish_saml(runtime: Runtime, fields: dict[str, str], browser_token: str, client: ClientInfo) -> tuple[User, str]:
+    """Complete a POST to the ACS: (the signed-in user, returnTo). Every refusal is audited."""
+    service = runtime.get(ExternalSignIn)
+    flow = service.consume_flow("saml", fields.get("RelayState", ""), browser_token, client)
+    provider = service.find(flow.provider_id, "saml")
+    if not isinstance(provider, SAMLProvider):
+        service.refuse("saml", "callback for a provider removed from the config", client)
+        raise ProviderGone
+    saml_response = fields.get("SAMLResponse", "")
+    try:
+        if not saml_response:
+            raise InvalidInput("The SAML response is missing.", hint="start the sign-in again")
+        base64.b64decode(saml_response, validate=True)
+        account = client_for(runtime, provider).finish(saml_response, flow)
+    except CodewellError as exc:
+        service.refuse("saml", exc.message, client)
+        raise
+    except ValueError:
+        service.refuse("saml", "SAMLResponse is not base64", client)
+        raise InvalidInput("The SAML response is malformed.") from None
+    return service.complete(provider, account, client), flow.return_to
+
+
+def add_credentials(
+    runtime: Runtime, actor: Actor, provider_id: str, username: str, password: str, client: ClientInfo
+) -> Identity:
+    """Link the Gerrit account of these credentials to the signed-in user (credentials kept encrypted)."""
+    if not actor.is_user or actor.user_id is None:
+        raise PermissionDenied("sign in to add Gerrit credentials")
+    provider = runtime.get(ExternalSignIn).find(provider_id, "gerrit")
+    if not isinstance(provider, GerritProvider):
+        raise NotFound("This Gerrit provider is not configured.", hint="pick one listed on the page")
+    if not username.strip() or not password:
+        raise InvalidInput("Enter your Gerrit username and HTTP password.")
+    found = check_credentials(provider, username.strip(), password)
+    account = ExternalAccount(
+        kind="gerrit",
+        service_id=provider.service_id,
+        client_id="",
+        account_id=str(found["_account_id"]),
+        username=str(found.get("username") or username),
+        display_name=str(found.get("name") or ""),
+        data={"username": found.get("username"), "name": found.get("name"), "email": found.get("email")},
+        token={"username": username.strip(), "password": password},
+    )
+    user = runtime.get(AccountService).get_user(actor.user_id)
+    return runtime.get(IdentityService).link(user, account, client)

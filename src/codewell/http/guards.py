@@ -6,7 +6,7 @@ from starlette.requests import Request
 
 from codewell.core.actors import Actor
 from codewell.core.errors import PermissionDenied, Unauthenticated
-from codewell.web.requests import actor_of
+from codewell.http.requests import actor_of
 
 
 def require_actor(request: Request) -> Actor:

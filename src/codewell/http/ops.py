@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -11,11 +9,9 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from codewell import __version__
+from codewell.capability import ReadinessCheck
 from codewell.core.errors import CodewellError
 from codewell.runtime import Runtime
-
-# A readiness check returns None when fine, or a short reason. Capabilities append their own.
-ReadinessCheck = Callable[[Runtime], str | None]
 
 
 def check_database(runtime: Runtime) -> str | None:
@@ -34,6 +30,7 @@ def check_site_config(runtime: Runtime) -> str | None:
     return runtime.site_config.error
 
 
+# The foundation's checks; each capability may declare more (`Capability.readiness`).
 READINESS_CHECKS: list[tuple[str, ReadinessCheck]] = [
     ("database", check_database),
     ("site_config", check_site_config),
@@ -48,7 +45,8 @@ async def readyz(request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
 
     def run_checks() -> dict[str, str]:
-        return {name: check(runtime) or "ok" for name, check in READINESS_CHECKS}
+        checks = [*READINESS_CHECKS, *(check for c in runtime.capabilities for check in c.readiness)]
+        return {name: check(runtime) or "ok" for name, check in checks}
 
     results = await run_in_threadpool(run_checks)
     ready = all(value == "ok" for value in results.values())

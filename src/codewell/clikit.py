@@ -1,15 +1,18 @@
-"""Shared CLI plumbing: building the runtime from flags and turning service errors into one clear line."""
+"""The CLI kit: building the runtime from flags and turning service errors into one clear line.
+
+It imports no capability: the root command (`codewell.cli.main`) puts the function that wires the
+capabilities into a runtime on the click context (`ctx.obj`), and `open_runtime` calls it.
+"""
 
 from __future__ import annotations
 
 import functools
 import sys
 from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 import click
 
-from codewell.capabilities import setup_all
 from codewell.core.errors import CodewellError
 from codewell.core.settings import Settings
 from codewell.runtime import Runtime
@@ -58,5 +61,16 @@ def open_runtime(ctx: click.Context, *, migrate: bool = False, **overrides: Any)
             )
         runtime.db.upgrade()
     ctx.call_on_close(runtime.close)
-    setup_all(runtime)
+    wiring(ctx)(runtime)
     return runtime
+
+
+Wiring = Callable[[Runtime], None]
+
+
+def wiring(ctx: click.Context) -> Wiring:
+    """The capability wiring the root command put on the context."""
+    wire = ctx.find_root().obj
+    if not callable(wire):
+        raise RuntimeError("the codewell root command did not set the capability wiring (ctx.obj)")
+    return cast(Wiring, wire)

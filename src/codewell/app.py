@@ -1,4 +1,8 @@
-"""The composition root: one function builds the whole ASGI application from a runtime."""
+"""The HTTP composition root: one function builds the whole ASGI application from a runtime.
+
+Everything a capability serves comes from its entry in `codewell.capabilities`; the HTTP kit
+(`codewell.http`) supplies the request context, the error mapping and the operational endpoints.
+"""
 
 from __future__ import annotations
 
@@ -11,53 +15,34 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute
 
-from codewell.accounts import pages as accounts_pages
-from codewell.accounts import routes as accounts_routes
-from codewell.analytics import pages as analytics_pages
-from codewell.analytics import routes as analytics_routes
-from codewell.auth import routes as auth_routes
-from codewell.auth.middleware import AuthenticationMiddleware
-from codewell.auth.providers import routes as auth_provider_routes
-from codewell.capabilities import setup_all
+from codewell.capabilities import wire
 from codewell.core.errors import CodewellError
-from codewell.evaluator import routes as evaluator_routes
-from codewell.history import routes as history_routes
-from codewell.mcp import http as mcp_http
-from codewell.oauth import routes as oauth_routes
-from codewell.repos import routes as repos_routes
+from codewell.http import ops
+from codewell.http.errors import codewell_error_handler, unhandled_error_handler
+from codewell.http.middleware import RequestContextMiddleware
 from codewell.runtime import Runtime
-from codewell.search import routes as search_routes
-from codewell.web import ops
-from codewell.web.errors import codewell_error_handler, unhandled_error_handler
-from codewell.web.middleware import RequestContextMiddleware
 
 log = logging.getLogger(__name__)
 
 
 def capability_routes(runtime: Runtime) -> list[BaseRoute]:
-    """Every capability's routes, in one readable list."""
-    return [
-        *ops.routes(),
-        *auth_routes.routes(),
-        *auth_provider_routes.routes(),
-        *accounts_routes.routes(),
-        *accounts_pages.routes(),
-        *evaluator_routes.routes(),
-        *mcp_http.routes(runtime),
-        *oauth_routes.routes(runtime),
-        *history_routes.routes(),
-        *repos_routes.routes(),
-        *search_routes.routes(),
-        *analytics_routes.routes(),
-        *analytics_pages.routes(),
-    ]
+    """The operational endpoints, then every capability's routes and pages in the declared order."""
+    routes: list[BaseRoute] = [*ops.routes()]
+    for capability in runtime.capabilities:
+        if capability.routes is not None:
+            routes.extend(capability.routes(runtime))
+        if capability.pages is not None:
+            routes.extend(capability.pages(runtime))
+    return routes
 
 
 def capability_middleware(runtime: Runtime) -> list[Middleware]:
-    """Middleware after the request context (outermost first)."""
-    return [
-        Middleware(AuthenticationMiddleware, runtime=runtime),
-    ]
+    """Every capability's middleware (outermost first), inside the request context."""
+    middleware: list[Middleware] = []
+    for capability in runtime.capabilities:
+        if capability.middleware is not None:
+            middleware.extend(capability.middleware(runtime))
+    return middleware
 
 
 async def config_watcher(runtime: Runtime) -> None:
@@ -69,7 +54,7 @@ async def config_watcher(runtime: Runtime) -> None:
 
 def create_app(runtime: Runtime, *, background: bool = True) -> Starlette:
     """Build the app; `background=False` (tests) skips the background loops."""
-    setup_all(runtime)
+    wire(runtime)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

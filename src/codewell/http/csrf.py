@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from codewell.auth.service import SessionInfo
-from codewell.auth.sessions import CSRF_FORM_FIELD, PRESESSION_CSRF_COOKIE, new_csrf_token, same
 from codewell.core.errors import PermissionDenied
+from codewell.http.requests import runtime_of
+from codewell.http.sessions import CSRF_FORM_FIELD, PRESESSION_CSRF_COOKIE, new_csrf_token, same
 
 
-def _session(request: Request) -> SessionInfo | None:
+@runtime_checkable
+class SessionWithCsrf(Protocol):
+    """What request authentication puts in `request.state.session` for a signed-in browser session."""
+
+    @property
+    def csrf_token(self) -> str: ...
+
+
+def _session(request: Request) -> SessionWithCsrf | None:
     session = getattr(request.state, "session", None)
-    return session if isinstance(session, SessionInfo) else None
+    return session if isinstance(session, SessionWithCsrf) else None
 
 
 def csrf_token(request: Request) -> str:
@@ -53,6 +61,4 @@ def verify_form(request: Request, form: Any) -> None:
 
 
 def _secure(request: Request) -> bool:
-    from codewell.web.requests import runtime_of
-
     return runtime_of(request).external_url.startswith("https://")

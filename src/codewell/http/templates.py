@@ -1,7 +1,7 @@
 """Server-rendered pages: one Jinja2 environment and `render(request, name, **ctx)`.
 
-Templates live in `codewell/web/templates/` and in any capability's own `codewell/<capability>/templates/`
-folder (put them under a sub-folder named after the capability to avoid clashes). Pages extend
+The kit's own templates (`base.html`) live in `codewell/http/templates/`; each capability declares its folder
+(`Capability.templates`, files under a sub-folder named after the capability to avoid clashes). Pages extend
 `base.html` and fill `{% block title %}` and `{% block content %}`. Every template sees `actor` (the
 signed-in user or anonymous), `csrf_token` and `csrf_field()` (a hidden input for forms) and `request`.
 Scripts that call `/.api/` with the session cookie must send `X-CSRF-Token` (the page's `csrf-token` meta tag).
@@ -10,6 +10,7 @@ Scripts that call `/.api/` with the session cookie must send `X-CSRF-Token` (the
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,18 +19,17 @@ from markupsafe import Markup, escape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-import codewell
-from codewell.auth.csrf import csrf_token, set_presession_cookie
-from codewell.auth.sessions import CSRF_FORM_FIELD
-from codewell.web.requests import actor_of
+from codewell.http.csrf import csrf_token, set_presession_cookie
+from codewell.http.requests import actor_of, runtime_of
+from codewell.http.sessions import CSRF_FORM_FIELD
 
 TEMPLATES_DIR = Path(__file__).parent / "templates"
 
 
 @functools.cache
-def environment() -> jinja2.Environment:
-    package = Path(codewell.__path__[0])
-    folders = [TEMPLATES_DIR, *sorted(p for p in package.glob("*/templates") if p.is_dir() and p != TEMPLATES_DIR)]
+def environment(capability_folders: Sequence[Path] = ()) -> jinja2.Environment:
+    """The one Jinja2 environment for the kit's templates plus the given capability folders."""
+    folders = [TEMPLATES_DIR, *capability_folders]
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader([str(f) for f in folders]),
         autoescape=jinja2.select_autoescape(["html", "xml"], default=True),
@@ -49,7 +49,8 @@ def render(request: Request, name: str, *, status_code: int = 200, **ctx: Any) -
         return Markup(f'<input type="hidden" name="{CSRF_FORM_FIELD}" value="{escape(token)}">')
 
     context = {"request": request, "actor": actor_of(request), "csrf_token": token, "csrf_field": csrf_field, **ctx}
-    html = environment().get_template(name).render(context)
+    folders = tuple(c.templates for c in runtime_of(request).capabilities if c.templates is not None)
+    html = environment(folders).get_template(name).render(context)
     response = HTMLResponse(html, status_code=status_code)
     set_presession_cookie(request, response)
     # Pages are per-user: never cache them in shared caches, never frame them (clickjacking).

@@ -1,0 +1,40 @@
+"""Every URL the tools and pages print: one place that knows the shape of the web app's addresses.
+
+Pure functions of the external URL (`Runtime.external_url`, no trailing slash) and what the address
+names. Repository names keep their slashes (they are path segments); revisions given by name go through
+`quote` so that a branch like `feature/x` or a tag like `v1.0+rc` stays one segment.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+
+def repo_url(external_url: str, repo: str) -> str:
+    """The repository's page."""
+    return f"{external_url}/{repo}"
+
+
+def blob_url(external_url: str, repo: str, revision: str, path: str, lines: tuple[int, int] | None = None) -> str:
+    """A file at a revision (a commit SHA in tool output, so the link never moves), optionally a line range.
+
+    The range is appended as `%3FL<start>-<end>` (an encoded `?L...`): the reference system's tool output
+    prints it that way and agents of the reference are used to it.
+    """
+    url = f"{external_url}/{repo}@{revision}/-/blob/{path}"
+    return url + (f"%3FL{lines[0]}-{lines[1]}" if lines else "")
+
+
+def tree_url(external_url: str, repo: str, revision: str, path: str = "") -> str:
+    """A directory at a revision (the root when `path` is empty)."""
+    return f"{external_url}/{repo}@{revision}/-/tree/{path}".rstrip("/")
+
+
+def commit_url(external_url: str, repo: str, sha: str) -> str:
+    """One commit."""
+    return f"{external_url}/{repo}/-/commit/{sha}"
+
+
+def compare_url(external_url: str, repo: str, base: str, head: str) -> str:
+    """The diff between two revisions as asked (names are quoted: `release/1.0...main`)."""
+    return f"{external_url}/{repo}/-/compare/{quote(base, safe='')}...{quote(head, safe='')}"

@@ -1,0 +1,20 @@
+"""Wire the MCP endpoints into request authentication: they answer unauthenticated callers themselves."""
+
+from __future__ import annotations
+
+from codewell.auth.service import AuthService
+from codewell.mcp.http import challenge, endpoint_for_path
+from codewell.runtime import Runtime
+
+
+def setup(runtime: Runtime) -> None:
+    """Let anonymous requests reach the MCP endpoints (which answer with the OAuth challenge), and refuse a
+    rejected credential (unknown, expired or revoked token) there with the same challenge (idempotent)."""
+    auth = runtime.get(AuthService)
+    auth.add_anonymous_path("/.api/mcp")
+
+    def mcp_challenge(path: str) -> str | None:
+        endpoint = endpoint_for_path(path)
+        return challenge(runtime, endpoint, "invalid_token") if endpoint is not None else None
+
+    auth.add_challenger(mcp_challenge)

@@ -1,1 +1,0 @@
-"""The ASGI application: composition root, middleware, operational endpoints and error mapping."""
