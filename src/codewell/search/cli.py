@@ -14,7 +14,8 @@ from rich.table import Table
 
 from codewell.clikit import fail, handle_errors, open_runtime
 from codewell.core.actors import INTERNAL
-from codewell.search.render import render_results
+from codewell.repos.service import RepoService
+from codewell.search.render import read_cursor, render_results
 from codewell.search.service import SearchService
 
 console = Console()
@@ -29,8 +30,6 @@ console = Console()
 @handle_errors
 def index(ctx: click.Context, repo: str | None, force: bool, workers: int, show_status: bool) -> None:
     """Index REPO (or every repository) at its default and extra branches."""
-    from codewell.repos.service import RepoService
-
     runtime = open_runtime(ctx)
     service = runtime.get(SearchService)
     if show_status:
@@ -72,12 +71,14 @@ def index(ctx: click.Context, repo: str | None, force: bool, workers: int, show_
 @click.command("search")
 @click.argument("query")
 @click.option("--count", type=int, help="Matching lines to collect.")
+@click.option("--cursor", help="Continue a count: page that hit the output budget (the cursor it printed).")
 @click.pass_context
 @handle_errors
-def search(ctx: click.Context, query: str, count: int | None) -> None:
+def search(ctx: click.Context, query: str, count: int | None, cursor: str | None) -> None:
     """Search the indexed repositories and print results like the keyword_search tool."""
+    skip = read_cursor(query, cursor) if cursor is not None else 0
     results = open_runtime(ctx).get(SearchService).search(INTERNAL, query, count=count)
-    click.echo(render_results(results, query).text)
+    click.echo(render_results(results, query, skip=skip).text)
     click.echo(f"\n{results.match_count} matching lines in {results.duration_ms:.1f} ms", err=True)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -10,7 +11,7 @@ import numpy as np
 from codewell.search.index.shard import Shard
 from codewell.search.query.parser import Query
 from codewell.search.searcher import ShardResult, search_shard
-from codewell.search.selection import select_docs, selected_bytes
+from codewell.search.selection import DeadlineExceeded, select_docs, selected_bytes
 
 __all__ = ["search_many", "search_part", "search_parts", "search_shard_parallel"]
 
@@ -33,8 +34,10 @@ def search_part(
     """Worker-process entry: search documents [lo, hi) of the shard at `path` (opened once per process)."""
     shard = _open_shards.get(path)
     if shard is None:
-        from pathlib import Path
-
+        # A new generation: let go of those whose files were removed (replaced by a newer index), so
+        # their mappings close here too.
+        for old in [p for p in _open_shards if not Path(p).exists()]:
+            del _open_shards[old]
         shard = _open_shards[path] = Shard.open(Path(path))
         if len(_open_shards) > 64:
             _open_shards.clear()
@@ -52,13 +55,17 @@ def search_shard_parallel(
     """
     if pool is None or parts < 2 or limit is not None or int(shard.starts[-1]) < PARALLEL_MIN_BYTES:
         return search_shard(shard, query, branch=branch, limit=limit, deadline=deadline)
-    selected = select_docs(shard, query, branch)
-    if (
-        query.expr is None
-        or query.type == "path"
-        or selected.direct_units() is not None
-        or selected_bytes(shard, selected.docs) < PARALLEL_MIN_BYTES
-    ):
+    selected = select_docs(shard, query, branch, deadline=deadline)
+    try:
+        small = (
+            query.expr is None
+            or query.type == "path"
+            or selected.direct_units() is not None
+            or selected_bytes(shard, selected.docs) < PARALLEL_MIN_BYTES
+        )
+    except DeadlineExceeded:
+        return ShardResult(timed_out=True)
+    if small:
         return search_shard(shard, query, branch=branch, limit=limit, deadline=deadline, selected=selected)
     ranges = split_ranges(shard, parts)
     futures = [
@@ -91,8 +98,11 @@ def search_many(
             search_shard_parallel(s, query, branch=b, limit=None, deadline=deadline, pool=pool, parts=parts)
             for s, b in jobs
         ]
-    selections = [select_docs(shard, query, branch) for shard, branch in jobs]
-    scanned = sum(selected_bytes(shard, sel.docs) for (shard, _), sel in zip(jobs, selections, strict=True))
+    selections = [select_docs(shard, query, branch, deadline=deadline) for shard, branch in jobs]
+    try:
+        scanned = sum(selected_bytes(shard, sel.docs) for (shard, _), sel in zip(jobs, selections, strict=True))
+    except DeadlineExceeded:
+        return [ShardResult(timed_out=True) for _ in jobs]
     if query.expr is None or query.type == "path" or scanned < PARALLEL_MIN_BYTES:
         return [
             search_shard(s, query, branch=b, limit=None, deadline=deadline, selected=sel)
@@ -102,7 +112,10 @@ def search_many(
     for index, (shard, branch) in enumerate(jobs):
         ranges = split_ranges(shard, parts) if int(shard.starts[-1]) >= PARALLEL_MIN_BYTES else [(0, shard.doc_count)]
         pieces.extend((index, shard, branch, r) for r in ranges)
-    weights = [selected_bytes(shard, selections[index].within(*r).docs) for index, shard, _b, r in pieces]
+    try:
+        weights = [selected_bytes(shard, selections[index].within(*r).docs) for index, shard, _b, r in pieces]
+    except DeadlineExceeded:
+        return [ShardResult(timed_out=True) for _ in jobs]
     local, remote = _share(weights, parts)
     # The pool takes groups of pieces (fewer round trips); this process works through its own share meanwhile.
     futures = [

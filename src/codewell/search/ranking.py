@@ -1,15 +1,29 @@
-"""Result ordering: file-name matches, then files that define what was searched for, then a Zoekt-like score.
+"""Result ordering, all its rules in this module: Zoekt-like tiers of file-level signals, then a score.
 
-Files are ordered by three tiers, each one strictly above the next, and a score within a tier:
+Files are ordered by these tiers, each one strictly above the next, and a score within the last:
 
 1. the file's path matches a pattern (`FileMatch.path_match`);
 2. one of its matching lines is a *definition*: a match overlaps the name that the line defines, judged by the
    small per-language table `DEFINITIONS` below (`def foo(`, `static int foo(`, `func (r T) Foo(`, ...);
-3. then `10·ln(1 + matching lines) − 0.01·len(path)`: more matching lines first, shorter paths first.
+3. match quality (`match_quality`): 3 when a line holds the query's terms as an adjacent phrase (in query
+   order, whole words, separated by at most three non-word characters: `def main`, `os.path`, `a::b`);
+   2 when every term occurs as a whole word; 1 when some does; 0 when all matches are parts of longer
+   words (`def` in `default`, `main` in `remaining`). A match is a whole word when no word character
+   (ASCII letter, digit, `_`, or any non-ASCII byte) touches either end;
+4. code before prose, when the query looks like code (`looks_like_code`: an identifier character such as
+   `_ ( . :` or camelCase, or a keyword such as `def`, `func`, `class`): files whose language is not
+   prose (`PROSE_LANGUAGES`: Markdown, reStructuredText, plain text, TeX, unknown) come first;
+5. then `10·ln(1 + matching lines) − 0.01·len(path)`: more matching lines first, shorter paths first.
 
 The sort is stable, so ties keep the order the searcher produced (repository name, then path).
-`FileMatch.score` is set to `1000·name + 500·definition + 10·ln(1 + lines) − 0.01·len(path)` for
-information; the tiers, not the sum, decide the order. Lines inside a file keep their line order.
+`FileMatch.score` is set to `1000·name + 500·definition + 100·quality + 50·code + 10·ln(1 + lines) −
+0.01·len(path)` for information; the tiers, not the sum, decide the order. Lines inside a file keep their
+line order.
+
+The searcher collects matching lines in index order (repository, path) and stops at `count:`; a common term
+can fill that budget with prose before any code file is reached. So when a query of plain terms stops
+early on the default page, the service also collects the files holding the terms as a phrase and as whole
+words (`better_match_regexes`), and ranking puts them first.
 
 Definition detection works on one line at a time with plain regexes (no parser): each form is anchored at the
 start of the line (`re.match`) and has a named group `name` for the identifier being defined. A line counts as
@@ -24,13 +38,43 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 from codewell.search.results import FileMatch, LineMatch
 
-__all__ = ["DEFINITIONS", "definition_lines", "definition_spans", "has_definition", "is_definition", "rank"]
+__all__ = [
+    "DEFINITIONS",
+    "PROSE_LANGUAGES",
+    "better_match_regexes",
+    "definition_lines",
+    "definition_spans",
+    "has_definition",
+    "is_definition",
+    "is_whole_word",
+    "looks_like_code",
+    "match_quality",
+    "phrase_regex",
+    "rank",
+    "whole_word_regex",
+]
 
 NAME_BONUS = 1000.0
 DEFINITION_BONUS = 500.0
+QUALITY_BONUS = 100.0
+CODE_BONUS = 50.0
+# Languages (index/languages.py names) of documentation and prose; "" is an unknown file type (CHANGES, README).
+PROSE_LANGUAGES = frozenset({"Markdown", "reStructuredText", "Text", "TeX", ""})
+# Words that make a query look like code even without punctuation (`def main`, `func New`).
+_CODE_KEYWORDS = frozenset(
+    {
+        "def", "func", "fn", "class", "struct", "enum", "interface", "impl", "trait", "return", "import",
+        "from", "const", "let", "var", "function", "static", "void", "int", "char", "public", "private",
+        "package", "async", "await", "typedef", "#include", "#define", "self", "this", "nil", "null",
+    }
+)  # fmt: skip
+_CODE_CHARS = re.compile(r"[_(){}\[\];=<>:.#*&]|[a-z][A-Z]")
+# Phrase separators: at most this many non-word characters between adjacent terms.
+_PHRASE_GAP = 3
 # Definitions are short lines; longer ones (minified code, data tables) are not worth the regex time.
 MAX_DEFINITION_LINE = 1024
 
@@ -246,19 +290,122 @@ def has_definition(file: FileMatch) -> bool:
     return any(is_definition(file.language, m.line, m.ranges) for m in file.line_matches)
 
 
+# Match quality ---------------------------------------------------------------------------------------------
+
+
+def _is_word_byte(b: int) -> bool:
+    return b >= 0x80 or b == 0x5F or 0x30 <= b <= 0x39 or 0x41 <= b <= 0x5A or 0x61 <= b <= 0x7A
+
+
+def _boundary(raw: bytes, at: int) -> bool:
+    """True when position `at` of `raw` is not inside a word (a non-word byte or an end on either side)."""
+    return at <= 0 or at >= len(raw) or not (_is_word_byte(raw[at - 1]) and _is_word_byte(raw[at]))
+
+
+def is_whole_word(raw: bytes, start: int, end: int) -> bool:
+    """True when the match [start, end) of the line `raw` is not part of a longer word on either side."""
+    return _boundary(raw, start) and _boundary(raw, end)
+
+
+def looks_like_code(terms: Sequence[str]) -> bool:
+    """True when the query's terms look like code: identifier punctuation, camelCase or a code keyword."""
+    return any(_CODE_CHARS.search(t) or t.lower() in _CODE_KEYWORDS for t in terms)
+
+
+def whole_word_regex(term: str) -> str:
+    """An RE2 regex for `term` as a whole word (a `\\b` at each end that is a word character)."""
+    raw = term.encode()
+    lead = "\\b" if raw and _is_word_byte(raw[0]) else ""
+    tail = "\\b" if raw and _is_word_byte(raw[-1]) else ""
+    return lead + re.escape(term) + tail
+
+
+def better_match_regexes(terms: Sequence[str]) -> list[list[str]]:
+    """Narrower forms of a query of plain `terms`, best first: the phrase, then every term as a whole word.
+
+    Each form is a list of regexes that must all match in a file (each form's files are a subset of the
+    query's). The service collects these when the plain query's first page stopped early (see above).
+    """
+    forms: list[list[str]] = []
+    phrase = phrase_regex(terms)
+    if phrase is not None:
+        forms.append([phrase])
+    if terms and all(terms):
+        forms.append([whole_word_regex(t) for t in terms])
+    return forms
+
+
+def phrase_regex(terms: Sequence[str]) -> str | None:
+    """An RE2 (and Python `re.ASCII`) regex for the terms as an adjacent phrase; None for fewer than two.
+
+    Terms appear in query order, separated by 1 to _PHRASE_GAP non-word characters, each a whole word (a
+    `\\b` stands at every end that is a word character).
+    """
+    if len(terms) < 2 or any(not t for t in terms):
+        return None
+    first, last = terms[0], terms[-1]
+    lead = "\\b" if _is_word_byte(first.encode()[0]) else ""
+    tail = "\\b" if _is_word_byte(last.encode()[-1]) else ""
+    return lead + f"\\W{{1,{_PHRASE_GAP}}}".join(re.escape(t) for t in terms) + tail
+
+
+@lru_cache(maxsize=64)
+def _phrase(terms: tuple[str, ...], case_sensitive: bool) -> re.Pattern[bytes] | None:
+    pattern = phrase_regex(terms)
+    if pattern is None:
+        return None
+    return re.compile(pattern.encode("utf-8"), re.ASCII | (0 if case_sensitive else re.IGNORECASE))
+
+
+def match_quality(file: FileMatch, terms: Sequence[str] = (), *, case_sensitive: bool = False) -> int:
+    """3 adjacent phrase, 2 every term a whole word, 1 some whole-word match, 0 only parts of words.
+
+    `terms` are the query's plain (non-regex) positive terms in query order; without them (a regex query)
+    a whole-word match anywhere counts 2.
+    """
+    wanted = {t if case_sensitive else t.lower() for t in terms}
+    phrase = _phrase(tuple(terms), case_sensitive) if len(terms) >= 2 else None
+    whole: set[str] = set()
+    any_whole = False
+    for m in file.line_matches:
+        raw = m.line.encode("utf-8", "surrogateescape")
+        if phrase is not None and phrase.search(raw):
+            return 3
+        for start, end in m.ranges:
+            if is_whole_word(raw, start, end):
+                any_whole = True
+                text = raw[start:end].decode("utf-8", "replace")
+                whole.add(text if case_sensitive else text.lower())
+    if not wanted:
+        return 2 if any_whole else 0
+    found = len(wanted & whole)
+    if found == len(wanted):
+        return 2
+    return 1 if found or any_whole else 0
+
+
 # Ranking ---------------------------------------------------------------------------------------------------
 
 
-def rank(files: list[FileMatch]) -> None:
-    """Sort `files` in place: name matches, then definitions, then more matching lines and shorter paths.
+def rank(files: list[FileMatch], terms: Sequence[str] = (), *, case_sensitive: bool = False) -> None:
+    """Sort `files` in place by the tiers in the module docstring (name, definition, quality, code, score).
 
-    Uses the match ranges already on each line (computed from the query's patterns), so it needs nothing else.
-    Sets `score` on every file; the sort is stable.
+    Uses the match ranges already on each line and the query's plain `terms` (in query order), so it needs
+    nothing else. Sets `score` on every file; the sort is stable.
     """
-    keys: dict[int, tuple[bool, bool, float]] = {}
+    code_query = looks_like_code(terms)
+    keys: dict[int, tuple[bool, bool, int, bool, float]] = {}
     for f in files:
         defines = has_definition(f)
+        quality = match_quality(f, terms, case_sensitive=case_sensitive)
+        code = code_query and f.language not in PROSE_LANGUAGES
         base = 10 * math.log1p(len(f.line_matches)) - 0.01 * len(f.path)
-        f.score = (NAME_BONUS if f.path_match else 0.0) + (DEFINITION_BONUS if defines else 0.0) + base
-        keys[id(f)] = (f.path_match, defines, base)
+        f.score = (
+            (NAME_BONUS if f.path_match else 0.0)
+            + (DEFINITION_BONUS if defines else 0.0)
+            + QUALITY_BONUS * quality
+            + (CODE_BONUS if code else 0.0)
+            + base
+        )
+        keys[id(f)] = (f.path_match, defines, quality, code, base)
     files.sort(key=lambda f: keys[id(f)], reverse=True)

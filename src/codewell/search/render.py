@@ -1,12 +1,30 @@
-"""Render search results in the reference keyword_search text format (behaviour-notes §1)."""
+"""Render search results in the reference keyword_search text format (behaviour-notes §1).
+
+Without `count:` a page is the reference's: up to 15 files, each with its top 3 chunks. With `count:N` or
+`count:all` the caller asked for the matches themselves, so every collected match is shown: the first 15
+files with their top chunks as usual, then one line per further match (the rest of those files' lines,
+then every later file's), until the output budget. A page cut by the budget ends with a cursor: the same
+query with that cursor continues with the next match (compact lines only).
+"""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
+from codewell.core.errors import InvalidInput
 from codewell.search.results import FileMatch, LineMatch, SearchResults
 
-__all__ = ["CHUNKS_PER_FILE", "CHUNK_CHARS", "FILES_PER_PAGE", "LINE_CAP", "OUTPUT_BUDGET", "render_results"]
+__all__ = [
+    "CHUNKS_PER_FILE",
+    "CHUNK_CHARS",
+    "FILES_PER_PAGE",
+    "LINE_CAP",
+    "OUTPUT_BUDGET",
+    "make_cursor",
+    "read_cursor",
+    "render_results",
+]
 
 FILES_PER_PAGE = 15
 CHUNKS_PER_FILE = 3
@@ -16,6 +34,8 @@ CONTEXT_LINES = 1
 # Total characters of rendered text; agents pay for every token, so a page never exceeds this.
 OUTPUT_BUDGET = 24_000
 TRUNCATED = " ... [line truncated]"
+# Room kept under OUTPUT_BUDGET for the closing notes of a count: page (cursor, skipped repositories).
+NOTES_RESERVE = 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +44,9 @@ class Rendered:
     files_shown: int
     files_omitted: int
     chunks_omitted: int
+    # count: pages only: matches shown on this page, and the cursor of the next page (None: nothing left).
+    matches_shown: int = 0
+    cursor: str | None = None
 
 
 def cap_line(text: str) -> str:
@@ -50,6 +73,12 @@ def _render_chunk(chunk: list[LineMatch]) -> str:
     return text
 
 
+def _chunk_lines(chunk: list[LineMatch]) -> tuple[str, int]:
+    """The chunk's text and how many of its lines it holds (CHUNK_CHARS may cut the last ones)."""
+    text = _render_chunk(chunk)
+    return text, text.count("\n") + 1
+
+
 def render_file(f: FileMatch) -> tuple[str, int]:
     """One block `# repo – path` plus its top chunks; returns (text, chunks left out)."""
     header = f"# {f.repo} – {f.path}"
@@ -59,8 +88,13 @@ def render_file(f: FileMatch) -> tuple[str, int]:
     return (header + ("\n" + body if body else "")), max(0, len(chunks) - CHUNKS_PER_FILE)
 
 
-def render_results(results: SearchResults, query: str) -> Rendered:
-    """The text agents read: file blocks within the page and budget, then notes on what was left out."""
+def render_results(results: SearchResults, query: str, *, skip: int = 0) -> Rendered:
+    """The text agents read: file blocks within the page and budget, then notes on what was left out.
+
+    A query with count: gets every collected match (render_counted), from match `skip` on.
+    """
+    if results.count_given:
+        return render_counted(results, query, skip)
     blocks: list[str] = []
     used = 0
     chunks_omitted = 0
@@ -91,3 +125,140 @@ def render_results(results: SearchResults, query: str) -> Rendered:
     notes.extend(f"(Skipped {s})" for s in results.skipped)
     text = "\n\n".join(blocks + notes)
     return Rendered(text, len(blocks), files_omitted, chunks_omitted)
+
+
+def make_cursor(query: str, skip: int) -> str:
+    """The cursor of the page that starts after the first `skip` matches of `query`'s rendering."""
+    return f"{skip}.{_digest(query)}"
+
+
+def read_cursor(query: str, cursor: str) -> int:
+    """The number of matches a cursor skips; InvalidInput when it is malformed or made for another query."""
+    skip, _, digest = cursor.partition(".")
+    if not skip.isdigit() or digest != _digest(query):
+        raise InvalidInput(
+            "invalid cursor for this query",
+            hint="pass the cursor exactly as the previous page printed it, with the same query",
+        )
+    return int(skip)
+
+
+def _digest(query: str) -> str:
+    return hashlib.sha256(query.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def render_counted(results: SearchResults, query: str, skip: int = 0) -> Rendered:
+    """A count: page: every collected match, compact after the first files' chunks, within the budget.
+
+    Matches are taken in one fixed order, so a cursor (`skip`) continues exactly where a page stopped:
+    files in rank order; in each of the first FILES_PER_PAGE files the lines of its top chunks, then its
+    other lines; in later files their lines in line order. A file matched by its path alone is one match.
+    Page 1 shows the first files' top chunks as blocks; every other match is one `N: text` line under its
+    file's `# repo – path` header.
+    """
+    page = _Page(OUTPUT_BUDGET - NOTES_RESERVE)
+    position = 0  # matches before the current file, in the fixed order
+    for index, f in enumerate(results.files):
+        order, chunk_text, in_chunks = _file_order(f, index, first_page=skip == 0)
+        if position + len(order) > skip:
+            page.add_file(f, order[max(0, skip - position) :], chunk_text if position >= skip else "", in_chunks)
+            if page.full:
+                break
+        position += len(order)
+    total = sum(max(1, len(f.line_matches)) for f in results.files)
+    cursor = make_cursor(query, skip + page.shown) if page.full else None
+    notes = _counted_notes(results, query, f"{skip + 1}-{skip + page.shown} of {total}", cursor)
+    text = "\n\n".join(page.blocks + notes)
+    return Rendered(text, page.files, len(results.files) - page.files, 0, page.shown, cursor)
+
+
+class _Page:
+    """File blocks of a count: page, added while they fit in `budget` characters."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.blocks: list[str] = []
+        self.used = 0
+        self.shown = 0
+        self.files = 0
+        self.full = False
+
+    def add_file(self, f: FileMatch, order: list[LineMatch | None], chunk_text: str, in_chunks: int) -> None:
+        """Add `f`'s block: its chunk text (when given, holding the first `in_chunks` of `order`), then lines."""
+        parts = [f"# {f.repo} – {f.path}"]
+        size = len(parts[0]) + (2 if self.blocks else 0)
+        rest = order
+        taken = 0
+        if chunk_text:
+            size += len(chunk_text) + 2
+            parts.append(chunk_text)
+            rest, taken = order[in_chunks:], in_chunks
+        if self.blocks and self.used + size > self.budget:
+            self.full = True
+            return
+        compact: list[str] = []
+        for m in rest:
+            if m is not None:  # None: a path-only match, which the header says
+                line = f"{m.line_number}: {cap_line(m.line.rstrip(chr(13)))}"
+                if self.used + size + len(line) + 1 > self.budget:
+                    self.full = True
+                    break
+                compact.append(line)
+                size += len(line) + 1
+            taken += 1
+        if compact:
+            parts.append(("\n" if chunk_text else "") + "\n".join(compact))
+        if taken:
+            self.blocks.append("\n".join(parts))
+            self.used += size
+            self.files += 1
+            self.shown += taken
+
+
+def _counted_notes(results: SearchResults, query: str, span: str, cursor: str | None) -> list[str]:
+    notes: list[str] = []
+    if not results.files:
+        notes.append(f"No results for {query!r}.")
+    elif cursor is not None:
+        notes.append(
+            f"(Output budget reached: showing matches {span}{'+' if results.limit_hit else ''}. For the next "
+            f'page, call again with the same query and cursor "{cursor}"; or narrow the query with '
+            "file:<regex>, repo:<regex>, lang:<language>.)"
+        )
+    else:
+        notes.append(f"(Showing matches {span}: all collected matches.)")
+    if results.limit_hit:
+        notes.append(
+            f"(The search stopped after {results.match_count} matching lines as count: asked; there may be more: "
+            "raise count:N or use count:all.)"
+        )
+    if results.timed_out:
+        notes.append(
+            "(The search timed out: results are partial. Narrow the query or raise timeout:, e.g. timeout:30s.)"
+        )
+    notes.extend(f"(Skipped {s})" for s in results.skipped)
+    return notes
+
+
+def _file_order(f: FileMatch, index: int, *, first_page: bool) -> tuple[list[LineMatch | None], str, int]:
+    """(the file's matches in page order, its chunk text, how many matches the chunk text holds).
+
+    Only the first FILES_PER_PAGE files of the first page get chunks; the order is the same either way
+    (chunk lines first), so that cursors count matches identically on every page.
+    """
+    if not f.line_matches:
+        return [None], "", 0
+    if index >= FILES_PER_PAGE:
+        return list(f.line_matches), "", 0
+    chunks = sorted(_chunks(f)[:CHUNKS_PER_FILE], key=lambda c: c[0].line_number)
+    texts: list[str] = []
+    chunk_matches: list[LineMatch] = []
+    for chunk in chunks:
+        text, count = _chunk_lines(chunk)
+        texts.append(text)
+        chunk_matches.extend(chunk[:count])
+    chosen = {id(m) for m in chunk_matches}
+    order: list[LineMatch | None] = [*chunk_matches, *(m for m in f.line_matches if id(m) not in chosen)]
+    if not first_page:
+        return order, "", 0
+    return order, "\n\n".join(texts), len(chunk_matches)

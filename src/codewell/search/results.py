@@ -41,6 +41,8 @@ class SearchResults:
     timed_out: bool
     skipped: list[str]
     duration_ms: float = 0.0
+    # The query said count:N or count:all: the text rendering then shows every collected match (render.py).
+    count_given: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -15,10 +15,12 @@ from pyroaring import BitMap
 from codewell.search.index.bitmaps import bitmap_of
 from codewell.search.index.shard import Shard
 from codewell.search.query.parser import Pattern, Query
-from codewell.search.selection import Selection, select_docs
-from codewell.search.verify import Evaluator, ranges_of
+from codewell.search.query.regex import compile_regex
+from codewell.search.results import FileMatch, LineMatch
+from codewell.search.selection import DeadlineExceeded, Selection, select_docs
+from codewell.search.verify import Evaluator, LineSpan, ranges_of
 
-__all__ = ["ShardHit", "ShardResult", "search_shard"]
+__all__ = ["ShardHit", "ShardResult", "file_matches", "search_shard"]
 
 # Verification batches grow geometrically: the first page comes from a small slice of the shard, while
 # exhaustive searches make few, large native calls.
@@ -30,10 +32,14 @@ _BRIDGE_BYTES = 16 << 10
 
 @dataclass(slots=True)
 class ShardHit:
-    """A matching document: global line indices of its matching lines (empty for path-only matches)."""
+    """A matching document: global line indices of its matching lines (empty for path-only matches).
+
+    `spans[i]` is line `lines[i]` as verification found it: its content offsets and match ranges.
+    """
 
     doc: int
     lines: list[int]
+    spans: list[LineSpan] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -59,11 +65,30 @@ def search_shard(
     `selected`, when given, is `select_docs(shard, query, branch, doc_range)` computed by the caller.
     """
     result = ShardResult()
-    selection = selected if selected is not None else select_docs(shard, query, branch, doc_range)
+    try:
+        return _search(shard, query, branch, limit, deadline, doc_range, selected, result)
+    except DeadlineExceeded:
+        # Planning or verifying a pattern tree ran past the deadline: what was collected stands, marked.
+        result.timed_out = True
+        return result
+
+
+def _search(
+    shard: Shard,
+    query: Query,
+    branch: str | None,
+    limit: int | None,
+    deadline: float,
+    doc_range: tuple[int, int] | None,
+    selected: Selection | None,
+    result: ShardResult,
+) -> ShardResult:
+    selection = selected if selected is not None else select_docs(shard, query, branch, doc_range, deadline)
+    selection.candidates.deadline = deadline
     if query.expr is None:
         return _take_paths(selection.filtered, result, limit)
     path_mode = query.type == "path"
-    evaluator = Evaluator(shard, query.case_sensitive, path_mode, selection.candidates)
+    evaluator = Evaluator(shard, query.case_sensitive, path_mode, selection.candidates, deadline)
     units = selection.direct_units()
     if units is not None and isinstance(query.expr, Pattern):
         # A selective single pattern: its few candidate units are scanned in one go, no batches.
@@ -72,7 +97,7 @@ def search_shard(
             return result
         evaluator.line_budget = limit
         offsets = evaluator.scan_offsets(query.expr, _unit_runs(shard, units))
-        _collect_pairs(result, evaluator.line_pairs(offsets), limit)
+        _collect_pairs(result, evaluator, query.expr, offsets, limit)
         return result
     if isinstance(query.expr, Pattern) and not path_mode:
         return _search_pattern(selection, query.expr, evaluator, limit, deadline, result)
@@ -92,7 +117,7 @@ def search_shard(
         batch_bytes = min(batch_bytes * 2, _MAX_BATCH_BYTES)
         if isinstance(query.expr, Pattern) and limit is not None:
             evaluator.line_budget = limit - result.match_count
-        if _collect(result, evaluator.eval(query.expr, batch), limit):
+        if _collect(result, evaluator, query, evaluator.eval(query.expr, batch), limit):
             break
     return result
 
@@ -126,7 +151,7 @@ def _search_pattern(
         i = j
         batch_bytes = min(batch_bytes * 2, _MAX_BATCH_BYTES)
         evaluator.line_budget = None if limit is None else limit - result.match_count
-        if _collect_pairs(result, evaluator.line_pairs(evaluator.scan_offsets(pattern, runs)), limit):
+        if _collect_pairs(result, evaluator, pattern, evaluator.scan_offsets(pattern, runs), limit):
             break
     return result
 
@@ -160,22 +185,27 @@ def _pattern_units(selection: Selection, pattern: Pattern) -> np.ndarray:
     return shard.units_of(docs) if units is None else units
 
 
-def _collect(result: ShardResult, found: dict[int, set[int]], limit: int | None) -> bool:
+def _collect(
+    result: ShardResult, evaluator: Evaluator, query: Query, found: dict[int, set[int]], limit: int | None
+) -> bool:
     """Append `found` (doc → lines) to `result` in document order, up to `limit` lines; True = stop.
 
-    Used for pattern trees, whose batches are whole documents: no document spans two batches.
+    Used for pattern trees, whose batches are whole documents: no document spans two batches. Match
+    ranges are gathered for the kept lines only.
     """
+    patterns = query.patterns()
     for doc in sorted(found):
         lines = sorted(found[doc])
         count = max(1, len(lines))
         if limit is not None and result.match_count + count > limit:
             keep = limit - result.match_count
             if keep > 0 and lines:
-                result.hits.append(ShardHit(doc, lines[:keep]))
+                kept = lines[:keep]
+                result.hits.append(ShardHit(doc, kept, [evaluator.tree_ranges(patterns, doc, x) for x in kept]))
                 result.match_count += keep
             result.limit_hit = True
             return True
-        result.hits.append(ShardHit(doc, lines))
+        result.hits.append(ShardHit(doc, lines, [evaluator.tree_ranges(patterns, doc, x) for x in lines]))
         result.match_count += count
     # Reaching the count means "stopped, there may be more", as the count: filter documents.
     if limit is not None and result.match_count >= limit:
@@ -184,20 +214,24 @@ def _collect(result: ShardResult, found: dict[int, set[int]], limit: int | None)
     return False
 
 
-def _collect_pairs(result: ShardResult, pairs: list[tuple[int, int]], limit: int | None) -> bool:
-    """Append ascending (document, line) pairs of one pattern to `result`, up to `limit` lines; True = stop.
+def _collect_pairs(
+    result: ShardResult, evaluator: Evaluator, pattern: Pattern, offsets: list[int], limit: int | None
+) -> bool:
+    """Append the lines of one pattern's ascending first-match `offsets` to `result`, up to `limit` lines.
 
     One pattern's scanners report each line once, in content order: no sets or sorting needed. A
-    document continued from the previous batch extends that batch's hit.
+    document continued from the previous batch extends that batch's hit. True = stop.
     """
     hits = result.hits
-    for doc, line in pairs:
-        if limit is not None and result.match_count >= limit:
-            break
+    if limit is not None:
+        offsets = offsets[: max(0, limit - result.match_count)]
+    for (doc, line), offset in zip(evaluator.line_pairs(offsets), offsets, strict=True):
+        span = evaluator.match_ranges(pattern, offset)
         if hits and hits[-1].doc == doc:
             hits[-1].lines.append(line)
+            hits[-1].spans.append(span)
         else:
-            hits.append(ShardHit(doc, [line]))
+            hits.append(ShardHit(doc, [line], [span]))
         result.match_count += 1
     if limit is not None and result.match_count >= limit:
         result.limit_hit = True
@@ -238,3 +272,21 @@ def _batch_end(cumulative: np.ndarray, i: int, batch_bytes: int) -> int:
     before = int(cumulative[i - 1]) if i else 0
     j = int(np.searchsorted(cumulative, before + batch_bytes, side="right"))
     return max(j, i + 1)
+
+
+def file_matches(shard: Shard, found: ShardResult, query: Query, *, repo: str, commit: str) -> list[FileMatch]:
+    """The hits of one shard search as FileMatch results: line texts and ranges come from verification."""
+    patterns = [compile_regex(p.value, case_sensitive=query.case_sensitive) for p in query.patterns()]
+    content = shard.content
+    out: list[FileMatch] = []
+    for hit in found.hits:
+        path = shard.paths[hit.doc]
+        first_line = int(shard.line_base[hit.doc]) - 1
+        lines = [
+            LineMatch(line - first_line, content[start:end].decode("utf-8", "replace"), ranges)
+            for line, (start, end, ranges) in zip(hit.lines, hit.spans, strict=True)
+        ]
+        path_bytes = path.encode("utf-8", "surrogateescape")
+        path_match = any(rx.search(path_bytes) for rx in patterns)
+        out.append(FileMatch(repo, path, commit, shard.languages[hit.doc], lines, path_match))
+    return out

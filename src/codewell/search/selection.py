@@ -8,6 +8,7 @@ are file-level); filters are document bitmaps, applied first and memoized per sh
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,7 +19,7 @@ from codewell.search.index.shard import Shard
 from codewell.search.query.parser import And, Node, Not, Pattern, Query
 from codewell.search.query.regex import compile_regex, prefilter_literal, required_literals
 
-__all__ = ["Candidates", "Selection", "filter_docs", "select_docs", "selected_bytes"]
+__all__ = ["Candidates", "DeadlineExceeded", "Selection", "filter_docs", "select_docs", "selected_bytes"]
 
 # Filters that leave at most this many documents scope the trigram lookups to their units.
 _SCOPED_DOCS = 4096
@@ -28,6 +29,16 @@ _FILTER_CACHE = 64
 _DIRECT_UNITS = 512
 
 
+class DeadlineExceeded(Exception):
+    """The query's deadline passed while planning or verifying: the searcher returns what it has, timed out."""
+
+
+def check_deadline(deadline: float | None) -> None:
+    """Raise DeadlineExceeded once `deadline` (time.monotonic) has passed; None never expires."""
+    if deadline is not None and time.monotonic() > deadline:
+        raise DeadlineExceeded
+
+
 class Candidates:
     """Per query and shard: each pattern's candidate units (looked up once) and the tree's documents.
 
@@ -35,9 +46,11 @@ class Candidates:
     looked up within it, so a filtered query never materializes the corpus-wide candidates.
     """
 
-    def __init__(self, shard: Shard, scope: BitMap | None = None) -> None:
+    def __init__(self, shard: Shard, scope: BitMap | None = None, deadline: float | None = None) -> None:
         self.shard = shard
         self.scope = scope
+        # Checked before each pattern's trigram lookup: a query of many terms stops planning in time.
+        self.deadline = deadline
         self._units: dict[str, BitMap | None] = {}
         self._arrays: dict[str, np.ndarray] = {}
         self._docs: dict[Node, BitMap | None] = {}
@@ -45,6 +58,7 @@ class Candidates:
     def units(self, pattern: Pattern) -> BitMap | None:
         """Units that may hold a match of `pattern`; None when the index cannot narrow it."""
         if pattern.value not in self._units:
+            check_deadline(self.deadline)
             self._units[pattern.value] = self.shard.candidates(required_literals(pattern.value), self.scope)
         return self._units[pattern.value]
 
@@ -198,7 +212,13 @@ class Selection:
         return Selection(self.shard, self.query, self.filtered & BitMap(range(lo, hi)), self.candidates, True)
 
 
-def select_docs(shard: Shard, query: Query, branch: str | None, doc_range: tuple[int, int] | None = None) -> Selection:
+def select_docs(
+    shard: Shard,
+    query: Query,
+    branch: str | None,
+    doc_range: tuple[int, int] | None = None,
+    deadline: float | None = None,
+) -> Selection:
     """The query's selection: the filters (path, language, branch) first, then trigram candidates.
 
     Filters come first because they are cheap bitmaps that often leave a handful of documents; the
@@ -207,9 +227,9 @@ def select_docs(shard: Shard, query: Query, branch: str | None, doc_range: tuple
     """
     filtered = _filtered(shard, query, branch)
     if doc_range is None:
-        return Selection(shard, query, filtered.docs, Candidates(shard, filtered.scope))
+        return Selection(shard, query, filtered.docs, Candidates(shard, filtered.scope, deadline))
     docs = filtered.docs & BitMap(range(*doc_range))
-    return Selection(shard, query, docs, Candidates(shard, filtered.scope), narrowed=True)
+    return Selection(shard, query, docs, Candidates(shard, filtered.scope, deadline), narrowed=True)
 
 
 def selected_bytes(shard: Shard, docs: BitMap) -> int:

@@ -10,25 +10,27 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime
 from multiprocessing import get_context
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
-from codewell.core.actors import Actor
-from codewell.core.errors import InvalidInput, NotFound, PermissionDenied
+from codewell.authz import Action, ensure
+from codewell.core.actors import INTERNAL, Actor
+from codewell.core.errors import InvalidInput, NotFound
+from codewell.repos.service import Repo, RepoService
 from codewell.search.index.languages import LANGUAGES, normalize_language
 from codewell.search.index.shard import Shard, ShardFormatError
 from codewell.search.indexer import branch_commits, build_from_mirror
 from codewell.search.parallel import search_many, search_shard_parallel
-from codewell.search.query.parser import Query, parse_query
+from codewell.search.query.parser import And, Pattern, Query, parse_query
 from codewell.search.query.regex import compile_regex
-from codewell.search.ranking import rank
+from codewell.search.ranking import better_match_regexes, rank
 from codewell.search.results import FileMatch, IndexStatus, LineMatch, SearchResults
-from codewell.search.searcher import ShardResult
+from codewell.search.searcher import file_matches
 
 if TYPE_CHECKING:
-    from codewell.repos.service import Repo, RepoService
     from codewell.runtime import Runtime
 
 __all__ = ["DEFAULT_COUNT", "FileMatch", "IndexStatus", "LineMatch", "SearchResults", "SearchService"]
@@ -56,6 +58,9 @@ class SearchService:
         self._unindexed: OrderedDict[tuple[int, str], Shard] = OrderedDict()
         self._workers: ProcessPoolExecutor | None = None
         self._stale_format: set[int] = set()
+        # Per repository: the pointer file's identity when `_shards` was last brought up to date with it.
+        self._stamps: dict[int, tuple[int, int, int]] = {}
+        self._unreadable: set[int] = set()
 
     def _pool(self) -> ProcessPoolExecutor | None:
         """Verification processes for exhaustive searches of big shards (started on first need)."""
@@ -79,8 +84,6 @@ class SearchService:
 
     @property
     def repos(self) -> RepoService:
-        from codewell.repos.service import RepoService
-
         return self.runtime.get(RepoService)
 
     # --- search ----------------------------------------------------------------------------------
@@ -96,7 +99,7 @@ class SearchService:
             limit = count
         deadline = started + (timeout if timeout is not None else q.timeout)
         targets, skipped = self._targets(actor, q)
-        results = SearchResults([], 0, False, False, skipped)
+        results = SearchResults([], 0, False, False, skipped, count_given=q.count_all or q.count is not None)
         if limit is None:
             # count:all: every shard is searched anyway, so fan out over processes.
             found_all = search_many(
@@ -107,10 +110,37 @@ class SearchService:
                 parts=_CPUS,
             )
             for (repo, shard, _branch, commit), found in zip(targets, found_all, strict=True):
-                results.files.extend(self._file_matches(repo, shard, commit, q, found))
+                results.files.extend(file_matches(shard, found, q, repo=repo.name, commit=commit))
                 results.match_count += found.match_count
                 results.timed_out |= found.timed_out
             targets = []
+        self._collect(targets, q, limit, deadline, results)
+        if limit is not None and results.limit_hit and not results.count_given:
+            # The default page stopped early: better matches (a phrase, whole words) may lie beyond it.
+            for narrower in _better_queries(q):
+                extra = SearchResults([], 0, False, False, [])
+                self._collect(targets, narrower, limit, deadline, extra)
+                seen = {(f.repo, f.path) for f in results.files}
+                for f in extra.files:
+                    if (f.repo, f.path) not in seen:
+                        results.files.append(f)
+                        results.match_count += len(f.line_matches)
+                results.timed_out |= extra.timed_out
+                if results.timed_out or extra.limit_hit:
+                    break  # a full page of the better form is enough to rank from
+        rank(results.files, [p.text for p in q.patterns() if not p.regex], case_sensitive=q.case_sensitive)
+        results.duration_ms = (time.monotonic() - started) * 1000
+        return results
+
+    def _collect(
+        self,
+        targets: list[tuple[Repo, Shard, str | None, str]],
+        q: Query,
+        limit: int | None,
+        deadline: float,
+        results: SearchResults,
+    ) -> None:
+        """Search `targets` one after another into `results` until `limit` matching lines or the deadline."""
         for repo, shard, branch, commit in targets:
             remaining = None if limit is None else limit - results.match_count
             if remaining is not None and remaining <= 0:
@@ -119,15 +149,12 @@ class SearchService:
             found = search_shard_parallel(
                 shard, q, branch=branch, limit=remaining, deadline=deadline, pool=self._pool(), parts=_CPUS
             )
-            results.files.extend(self._file_matches(repo, shard, commit, q, found))
+            results.files.extend(file_matches(shard, found, q, repo=repo.name, commit=commit))
             results.match_count += found.match_count
             results.limit_hit |= found.limit_hit
             if found.timed_out:
                 results.timed_out = True
                 break
-        rank(results.files)
-        results.duration_ms = (time.monotonic() - started) * 1000
-        return results
 
     def _targets(self, actor: Actor, q: Query) -> tuple[list[tuple[Repo, Shard, str | None, str]], list[str]]:
         """(repo, shard, branch, commit) to search, and messages about readable repos that were skipped."""
@@ -200,46 +227,64 @@ class SearchService:
             return f"{repo.name}: indexing failed ({error})"
         return f"{repo.name}: not indexed yet"
 
-    def _file_matches(self, repo: Repo, shard: Shard, commit: str, q: Query, found: ShardResult) -> list[FileMatch]:
-        patterns = [compile_regex(p.value, case_sensitive=q.case_sensitive) for p in q.patterns()]
-        out: list[FileMatch] = []
-        for hit in found.hits:
-            path = shard.paths[hit.doc]
-            base = int(shard.line_base[hit.doc])
-            lines: list[LineMatch] = []
-            for line in hit.lines:
-                raw = shard.line_text(hit.doc, line)
-                ranges = sorted({m.span() for rx in patterns for m in rx.finditer(raw) if m.end() > m.start()})
-                lines.append(LineMatch(line - base + 1, raw.decode("utf-8", "replace"), ranges))
-            path_bytes = path.encode("utf-8", "surrogateescape")
-            path_match = any(rx.search(path_bytes) for rx in patterns)
-            out.append(FileMatch(repo.name, path, commit, shard.languages[hit.doc], lines, path_match))
-        return out
-
     # --- index lifecycle --------------------------------------------------------------------------
 
     def shard(self, repo: Repo) -> Shard | None:
-        """The current shard of `repo` (loaded on first use), or None when it has none."""
-        with self._lock:
-            loaded = self._shards.get(repo.id)
-            if loaded is not None:
-                return loaded
-            pointer = self._pointer(repo.id)
-            if not pointer.exists():
-                return None
+        """The current shard of `repo`, or None when it has none.
+
+        Whoever wrote it (this server, `codewell index` in another process): the pointer file is replaced
+        atomically on every new generation, so one `stat` per call tells whether the loaded shard is still
+        current. A new generation is opened and swapped in; searches already running keep the shard object
+        they hold, and its mappings close when the last of them lets go of it (the files stay readable
+        after the writer deletes them).
+        """
+        pointer = self._pointer(repo.id)
+        for _attempt in range(3):
             try:
-                shard = Shard.open(self.root / "shards" / pointer.read_text().strip())
-            except ShardFormatError as exc:
-                # Written by an earlier version: the repository counts as not indexed until re-indexed.
-                if repo.id not in self._stale_format:
-                    self._stale_format.add(repo.id)
-                    log.warning("shard needs re-indexing: %s", exc, extra={"repo": repo.name})
+                stamp = _stamp(pointer)
+            except FileNotFoundError:
+                with self._lock:  # dropped or never indexed
+                    self._shards.pop(repo.id, None)
+                    self._stamps.pop(repo.id, None)
                 return None
-            except (OSError, ValueError):
-                log.exception("cannot open shard", extra={"repo": repo.name})
-                return None
-            self._shards[repo.id] = shard
-            return shard
+            with self._lock:
+                loaded = self._shards.get(repo.id)
+                if self._stamps.get(repo.id) == stamp and (loaded is not None or repo.id in self._unreadable):
+                    return loaded
+                try:
+                    shard = self._open_generation(repo, pointer)
+                except FileNotFoundError:
+                    # The writer replaced the pointer and removed the generation we read from it: read again.
+                    continue
+                self._stamps[repo.id] = stamp
+                if shard is None:
+                    self._shards.pop(repo.id, None)
+                    self._unreadable.add(repo.id)  # until the pointer changes: not re-read on every search
+                else:
+                    self._shards[repo.id] = shard
+                    self._unreadable.discard(repo.id)
+                return shard
+        return None
+
+    def _open_generation(self, repo: Repo, pointer: Path) -> Shard | None:
+        """Open the generation the pointer names (the loaded one if it is that); None when unreadable."""
+        name = pointer.read_text().strip()
+        loaded = self._shards.get(repo.id)
+        if loaded is not None and loaded.path.name == name:
+            return loaded
+        try:
+            return Shard.open(self.root / "shards" / name)
+        except ShardFormatError as exc:
+            # Written by an earlier version: the repository counts as not indexed until re-indexed.
+            if repo.id not in self._stale_format:
+                self._stale_format.add(repo.id)
+                log.warning("shard needs re-indexing: %s", exc, extra={"repo": repo.name})
+            return None
+        except FileNotFoundError:
+            raise
+        except (OSError, ValueError):
+            log.exception("cannot open shard", extra={"repo": repo.name})
+            return None
 
     def _pointer(self, repo_id: int) -> Path:
         return self.root / "shards" / f"{repo_id}.current"
@@ -289,12 +334,14 @@ class SearchService:
                 self._state[repo.id] = ("failed", str(exc))
                 raise
             pointer = self._pointer(repo.id)
-            tmp = pointer.with_suffix(".tmp")
+            tmp = pointer.with_name(f"{pointer.name}.{os.getpid()}.tmp")
             tmp.write_text(name)
             os.replace(tmp, pointer)
             with self._lock:
                 old = self._shards.get(repo.id)
                 self._shards[repo.id] = shard
+                self._stamps[repo.id] = _stamp(pointer)
+                self._unreadable.discard(repo.id)
                 self._state[repo.id] = ("indexed", None)
             if old is not None and old.path != target:
                 shutil.rmtree(old.path, ignore_errors=True)
@@ -302,21 +349,28 @@ class SearchService:
             return self._status_of(repo)
 
     def _remove_stale(self, repo_id: int, keep: str) -> None:
+        """Remove the generations older than `keep` (all when it is empty).
+
+        Newer ones are another process's build in progress, which will replace `keep` when done.
+        """
+        newest = _generation(keep) if keep else None
         for path in (self.root / "shards").glob(f"{repo_id}-*"):
-            if path.name != keep:
+            generation = _generation(path.name)
+            if path.name != keep and (newest is None or generation is None or generation < newest):
                 shutil.rmtree(path, ignore_errors=True)
 
     def drop(self, repo: Repo) -> None:
         """Forget `repo`'s index (after the repository was removed)."""
         with self._lock:
             self._shards.pop(repo.id, None)
+            self._stamps.pop(repo.id, None)
             self._state.pop(repo.id, None)
         self._pointer(repo.id).unlink(missing_ok=True)
         self._remove_stale(repo.id, keep="")
 
     def index_repo(self, actor: Actor, name: str, *, workers: int = 1, force: bool = False) -> IndexStatus:
         """Index one repository now (site admins and the service itself only)."""
-        _require_admin(actor)
+        ensure(actor, Action.SEARCH_INDEX)
         return self.index(self.repos.get(actor, name), workers=workers, force=force)
 
     def status(self, actor: Actor, name: str | None = None) -> list[IndexStatus]:
@@ -352,8 +406,6 @@ class SearchService:
 
     def reconcile(self) -> int:
         """Index every ready repository whose shard is missing or stale; return how many were indexed."""
-        from codewell.core.actors import INTERNAL
-
         done = 0
         for repo in self.repos.readable(INTERNAL):
             try:
@@ -365,14 +417,35 @@ class SearchService:
         return done
 
 
-def _require_admin(actor: Actor) -> None:
-    if not (actor.is_internal or actor.site_admin):
-        raise PermissionDenied("only site admins may index repositories", hint="ask a site admin")
+def _better_queries(q: Query) -> list[Query]:
+    """`q` narrowed to its better matches (ranking.better_match_regexes), for a query of AND-ed plain terms."""
+    expr = q.expr
+    if q.type != "file" or expr is None:
+        return []
+    children = expr.children if isinstance(expr, And) else (expr,)
+    if not all(isinstance(c, Pattern) and not c.regex for c in children):
+        return []
+    terms = [c.text for c in children if isinstance(c, Pattern)]
+    out: list[Query] = []
+    for form in better_match_regexes(terms):
+        patterns = tuple(Pattern(regex, regex, True, 0) for regex in form)
+        out.append(replace(q, expr=patterns[0] if len(patterns) == 1 else And(patterns)))
+    return out
+
+
+def _generation(name: str) -> int | None:
+    """The build time (ns) in a generation directory's name `<repo id>-<time_ns>`."""
+    suffix = name.rpartition("-")[2]
+    return int(suffix) if suffix.isdigit() else None
+
+
+def _stamp(pointer: Path) -> tuple[int, int, int]:
+    """The pointer file's identity: each generation's atomic replace gives it a new inode and times."""
+    st = pointer.stat()
+    return st.st_ino, st.st_mtime_ns, st.st_ctime_ns
 
 
 def _normalize_languages(q: Query) -> Query:
-    from dataclasses import replace
-
     def canon(values: tuple[str, ...]) -> tuple[str, ...]:
         out = []
         for v in values:

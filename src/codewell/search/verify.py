@@ -6,6 +6,12 @@ batch of ranges), a regex by RE2 (one native call per matching line), with Hyper
 that hold a regex's required literal. Offsets map to documents and lines through the stored document and
 newline offsets, natively too.
 
+Every scanner reports, per matching line, the start of the line's leftmost match. The match ranges shown
+to users continue from there (`match_ranges`): the rest of that one line is matched with the pattern that
+found it, for the lines kept only, and the bytes before the first match are not searched again. Only in a
+pattern tree, a positive pattern whose leaf never saw a reported line's document is matched on that line
+(`tree_ranges`).
+
 Without a C compiler at install the kernel is missing: literals then go to Hyperscan (one callback per
 match) or RE2, and lines are mapped in Python. The property tests compare all of these engines.
 """
@@ -26,9 +32,13 @@ from codewell.search.literal_scan import available as hyperscan_available
 from codewell.search.literal_scan import scan_literal
 from codewell.search.query.parser import Node, Not, Or, Pattern
 from codewell.search.query.regex import compile_regex, prefilter_literal
-from codewell.search.selection import Candidates
+from codewell.search.selection import Candidates, check_deadline
 
-__all__ = ["Evaluator", "ranges_of"]
+__all__ = ["Evaluator", "LineSpan", "ranges_of"]
+
+# A matching line as the verifier reports it: [start, end) content offsets of the line (without its
+# newline), and the match ranges as byte offsets relative to the line start.
+LineSpan = tuple[int, int, list[tuple[int, int]]]
 
 _UNANCHORED = re2._re2.RE2.Anchor.UNANCHORED
 # Literal scans go through Hyperscan when the native kernels are missing (tests switch it off too).
@@ -40,8 +50,17 @@ _FEW_OFFSETS = 64
 class Evaluator:
     """Evaluates a pattern tree on a batch of documents: doc → matching global line indices."""
 
-    def __init__(self, shard: Shard, case_sensitive: bool, path_mode: bool, candidates: Candidates) -> None:
+    def __init__(
+        self,
+        shard: Shard,
+        case_sensitive: bool,
+        path_mode: bool,
+        candidates: Candidates,
+        deadline: float | None = None,
+    ) -> None:
         self.shard = shard
+        # Checked before each pattern of a tree is verified (DeadlineExceeded): many terms stop in time.
+        self.deadline = deadline
         self.case_sensitive = case_sensitive
         self.path_mode = path_mode
         # Candidate units per pattern are looked up once per query (shared with select_docs), not per batch.
@@ -49,6 +68,10 @@ class Evaluator:
         # For a single-pattern query, lines = matches: scans may stop once this many lines are found.
         self.line_budget: int | None = None
         self._paths: dict[str, BitMap] = {}
+        # Pattern trees: per pattern value, the first-match offset of each line it matched (global line →
+        # offset) and the documents it was verified on, for the match ranges of the reported lines.
+        self._firsts: dict[str, dict[int, int]] = {}
+        self._scanned: dict[str, BitMap] = {}
         self.native = native.kernels()
         self.use_hyperscan = USE_HYPERSCAN and hyperscan_available()
 
@@ -79,23 +102,104 @@ class Evaluator:
         return acc or {}
 
     def leaf(self, pattern: Pattern, docs: BitMap) -> dict[int, set[int]]:
+        check_deadline(self.deadline)
         regex = compile_regex(pattern.value, case_sensitive=self.case_sensitive)
         if self.path_mode:
             if pattern.value not in self._paths:
                 self._paths[pattern.value] = self.shard.docs_matching_path(regex)
             return {d: set() for d in docs & self._paths[pattern.value]}
-        return self.scan_runs(pattern, self._runs(pattern, docs))
+        offsets = self.scan_offsets(pattern, self._runs(pattern, docs))
+        pairs = self.line_pairs(offsets)
+        firsts = self._firsts.setdefault(pattern.value, {})
+        scanned = self._scanned.setdefault(pattern.value, BitMap())
+        scanned |= docs
+        found: dict[int, set[int]] = {}
+        for (doc, line), offset in zip(pairs, offsets, strict=True):
+            firsts[line] = offset
+            bucket = found.get(doc)
+            if bucket is None:
+                found[doc] = {line}
+            else:
+                bucket.add(line)
+        return found
 
-    def scan_runs(self, pattern: Pattern, runs: list[tuple[int, int]]) -> dict[int, set[int]]:
-        """Matching lines of `pattern` in the content `runs`, as {document: global line indices}."""
-        return self.lines_of(self.scan_offsets(pattern, runs))
+    # Match ranges -------------------------------------------------------------------------------
+
+    def match_ranges(self, pattern: Pattern, first: int) -> LineSpan:
+        """The line holding `first` (a scanner's first-match offset) and every match of `pattern` in it.
+
+        Continues from the first match to the end of its line: a literal by `find`, a regex by RE2
+        from each match's end, as `finditer` steps (an empty match advances one byte; empty ranges are
+        not reported).
+        """
+        content = self.shard.content
+        start = content.rfind(b"\n", 0, first) + 1
+        end = content.find(b"\n", first)
+        return start, end, self._ranges_from(pattern, start, end, first)
+
+    def tree_ranges(self, patterns: list[Pattern], doc: int, line: int) -> LineSpan:
+        """Line `line` of `doc` reported by a pattern tree, with the ranges of every positive pattern in it.
+
+        Each pattern continues from its own first match when its leaf found the line; a pattern whose leaf
+        verified the document without finding the line does not match it; one whose leaf never saw the
+        document (an AND or OR elsewhere in the tree decided it first) is matched on this line only.
+        """
+        bounds: tuple[int, int] | None = None
+        ranges: set[tuple[int, int]] = set()
+        pending: list[Pattern] = []
+        for pattern in patterns:
+            first = self._firsts.get(pattern.value, {}).get(line)
+            if first is not None:
+                start, end, found = self.match_ranges(pattern, first)
+                bounds = (start, end)
+                ranges.update(found)
+            elif doc not in self._scanned.get(pattern.value, ()):
+                pending.append(pattern)
+        if bounds is None:
+            bounds = self.shard.line_span(doc, line)
+        for pattern in pending:
+            ranges.update(self._ranges_from(pattern, bounds[0], bounds[1], bounds[0]))
+        return bounds[0], bounds[1], sorted(ranges)
+
+    def _ranges_from(self, pattern: Pattern, start: int, end: int, pos: int) -> list[tuple[int, int]]:
+        """Non-empty matches of `pattern` in the line [start, end) at or after `pos`, relative to `start`."""
+        content = self.shard.content
+        out: list[tuple[int, int]] = []
+        if _is_plain_literal(pattern):
+            needle = pattern.text.encode()
+            size = len(needle)
+            if self.case_sensitive:
+                hit = content.find(needle, pos, end)
+                while hit >= 0:
+                    out.append((hit - start, hit - start + size))
+                    hit = content.find(needle, hit + size, end)
+                return out
+            # ASCII folding only, as the kernel and RE2's Latin-1 mode fold a literal's letters.
+            line = content[start:end].lower()
+            needle = needle.lower()
+            hit = line.find(needle, pos - start)
+            while hit >= 0:
+                out.append((hit, hit + size))
+                hit = line.find(needle, hit + size)
+            return out
+        match = compile_regex(pattern.value, case_sensitive=self.case_sensitive)._regexp.Match
+        while pos <= end:
+            hit_start, hit_end = match(_UNANCHORED, content, pos, end)[0]
+            if hit_start < 0:
+                break
+            if hit_end > hit_start:
+                out.append((hit_start - start, hit_end - start))
+                pos = hit_end
+            else:
+                pos = hit_start + 1
+        return out
 
     def scan_offsets(self, pattern: Pattern, runs: list[tuple[int, int]]) -> list[int]:
         """One offset inside each line of the `runs` that `pattern` matches, ascending (fastest verifier)."""
         if not runs:
             return []
         regex = compile_regex(pattern.value, case_sensitive=self.case_sensitive)
-        if not pattern.regex and pattern.text.isascii() and "\n" not in pattern.text:
+        if _is_plain_literal(pattern):
             # ASCII literal: the kernel's and Hyperscan's case folding (A-Z only) is RE2's in Latin-1 mode,
             # and ripgrep's --no-unicode, exactly. A literal with a newline can never match a line: RE2
             # (never_nl) says so, the literal scanners would not.
@@ -203,18 +307,6 @@ class Evaluator:
             return found
         return self._lines_few(offsets) if len(offsets) <= _FEW_OFFSETS else self._lines_many(offsets)
 
-    def lines_of(self, offsets: list[int]) -> dict[int, set[int]]:
-        """Map ascending content offsets to {document: global line indices}."""
-        pairs = self.line_pairs(offsets)
-        found: dict[int, set[int]] = {}
-        for doc, line in pairs:
-            bucket = found.get(doc)
-            if bucket is None:
-                found[doc] = {line}
-            else:
-                bucket.add(line)
-        return found
-
     def _lines_few(self, offsets: list[int]) -> list[tuple[int, int]]:
         """(document, line) of each offset by bisecting the stored tables (cheapest for a few offsets).
 
@@ -278,6 +370,11 @@ def ranges_of(ids: np.ndarray, starts: np.ndarray, bridge: np.ndarray | None = N
     firsts = ids[np.concatenate([[0], breaks])]
     lasts = ids[np.concatenate([breaks, [len(ids)]]) - 1]
     return list(zip(starts[firsts].tolist(), starts[lasts + 1].tolist(), strict=True))
+
+
+def _is_plain_literal(pattern: Pattern) -> bool:
+    """An ASCII literal without newlines: scanned by the literal kernels, its ranges found by `find`."""
+    return not pattern.regex and bool(pattern.text) and pattern.text.isascii() and "\n" not in pattern.text
 
 
 def _relaxed(pattern: Pattern) -> str | None:

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
+from tests import cliprocess
 from tests.gitfixtures import make_repo
-
-CODEWELL = [sys.executable, "-m", "codewell"]
 
 
 def run(data: Path, *args: str, database_url: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CODEWELL_DATA_DIR": str(data), "CODEWELL_DATABASE_URL": database_url, "COLUMNS": "200"}
-    return subprocess.run([*CODEWELL, *args], capture_output=True, text=True, env=env, timeout=120, check=False)
+    return cliprocess.run(*args, env=env, timeout=120)
 
 
 def test_index_status_and_search(tmp_path: Path, database_url: str) -> None:

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 from starlette.testclient import TestClient
 from tests.factories import auth_headers, make_token, make_user
 from tests.gitfixtures import commit, make_repo, register_local_repo
 
+from codewell.analytics.events import UsageRecorder
+from codewell.analytics.models import UsageEventRow
 from codewell.core.actors import ANONYMOUS, INTERNAL
 from codewell.repos.service import RepoService
 from codewell.runtime import Runtime
@@ -119,6 +123,10 @@ def test_unindexed_revision_is_searched(
         ("x file:*.py", "looks like a glob"),
         ("x lang:klingon", "unknown language"),
         ("repo:pub", "only filters"),
+        ("(" * 1000 + "a" + ")" * 1000, "levels deep"),  # #22: was a RecursionError (500)
+        ("NOT " * 1200 + "a", "levels deep"),
+        (" ".join(f"t{i}" for i in range(150)), "too many search terms (150 different ones, at most 100)"),
+        ("x" * 20_000, "query is too long"),
     ],
 )
 def test_bad_queries_get_specific_errors(
@@ -178,10 +186,6 @@ def test_rest_searches_are_recorded_as_usage(
     runtime: Runtime, client: TestClient, repos: dict[str, Path], user_headers: dict[str, str]
 ) -> None:
     """Each REST search is one usage event (feature, client, language, size), failed ones with their error."""
-    from sqlalchemy import select
-
-    from codewell.analytics.events import UsageRecorder
-    from codewell.analytics.models import UsageEventRow
 
     client.headers.update(user_headers)
     body = search(client, "mutex_lock file:\\.c$")
@@ -262,3 +266,73 @@ def test_extra_branches_are_indexed_and_cloning_repos_are_reported(
     assert shard.doc_count == 2  # a.txt is shared by both branches and stored once
     skipped = service.search(INTERNAL, "shared").skipped
     assert skipped == ["local/pending: still cloning, not searchable yet"]
+
+
+def call_keyword_search(client: TestClient, token: str, arguments: dict[str, str]) -> dict[str, Any]:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "keyword_search", "arguments": arguments},
+    }
+    response = client.post(
+        "/.api/mcp",
+        content=json.dumps(body),
+        headers={
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+            "host": "127.0.0.1",
+            **auth_headers(token),
+        },
+    )
+    assert response.status_code == 200, response.text
+    data = next(json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:"))
+    result: dict[str, Any] = data["result"]
+    return result
+
+
+def test_keyword_search_count_shows_every_match_and_pages_by_cursor(
+    tmp_path: Path, runtime: Runtime, client: TestClient
+) -> None:
+    """#22: a word in 37 files with count:all shows 37 files; past the budget a cursor gives the rest."""
+    files = {f"pkg/mod{i:02}.py": f"import os\nvalue = 'frobword {i}'\n" for i in range(37)}
+    files["big.txt"] = "".join(f"frobword line {n} " + "y" * 150 + "\n" for n in range(400))
+    register_local_repo(runtime, make_repo(tmp_path / "many", files), "local/many")
+    token = make_token(runtime, make_user(runtime, "counter"))
+
+    def text_of(result: dict[str, Any]) -> str:
+        assert not result.get("isError"), result
+        text: str = json.loads(result["content"][0]["text"])["text"]
+        return text
+
+    plain = text_of(call_keyword_search(client, token, {"query": "frobword file:\\.py$"}))
+    assert plain.count("# local/many – ") == 15
+    counted = text_of(call_keyword_search(client, token, {"query": "frobword file:\\.py$ count:all"}))
+    assert counted.count("# local/many – pkg/") == 37
+    assert "(Showing matches 1-37 of 37: all collected matches.)" in counted
+
+    query = "frobword count:all"
+    lines: set[str] = set()
+    cursor: str | None = None
+    for _page in range(10):
+        text = text_of(call_keyword_search(client, token, {"query": query, **({"cursor": cursor} if cursor else {})}))
+        lines.update(line for line in text.splitlines() if "frobword line" in line)
+        found = re.search(r'cursor "([^"]+)"', text)
+        if found is None:
+            break
+        cursor = found.group(1)
+    assert len(lines) == 400  # every line of big.txt, over several pages
+    bad = call_keyword_search(client, token, {"query": "frobword", "cursor": "3.abc"})
+    assert bad.get("isError")
+
+
+def test_repeated_terms_are_searched_once(
+    client: TestClient, repos: dict[str, Path], user_headers: dict[str, str]
+) -> None:
+    """#22: `a a a …` with 3,000 terms took 32 s; identical terms are one term now."""
+    client.headers.update(user_headers)
+    started = time.monotonic()
+    body = search(client, "mutex " * 1400)
+    assert time.monotonic() - started < 5
+    assert paths(body) == paths(search(client, "mutex"))
+    assert not body["timedOut"]

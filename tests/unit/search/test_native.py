@@ -7,6 +7,7 @@ import random
 import re
 import struct
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -94,8 +95,6 @@ def test_find_lines_refuses_what_it_cannot_answer() -> None:
 
 
 def test_map_lines_refuses_offsets_outside_the_tables() -> None:
-    import numpy as np
-
     starts = np.array([0, 4], dtype=np.int64)
     page0 = np.array([0, 1], dtype=np.int64)
     pages = np.array([0, 1], dtype=np.int64)

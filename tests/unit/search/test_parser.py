@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
 from codewell.core.errors import InvalidInput
-from codewell.search.query.parser import And, Not, Or, Pattern, RepoFilter, parse_query
+from codewell.search.query.parser import (
+    MAX_NESTING,
+    MAX_QUERY_LENGTH,
+    MAX_TERMS,
+    And,
+    Not,
+    Or,
+    Pattern,
+    RepoFilter,
+    parse_query,
+)
 
 
 def lit(text: str) -> Pattern:
@@ -128,3 +139,36 @@ def test_hostile_regexes_fail_fast() -> None:
 def test_positive_patterns_skip_negations() -> None:
     q = parse_query("a NOT b (c OR NOT d)")
     assert [p.text for p in q.patterns()] == ["a", "c"]
+
+
+def test_deep_nesting_is_refused_with_a_specific_error() -> None:
+    """#22: ~1,000 parentheses or 1,200 NOTs were a RecursionError; now a clear InvalidInput, quickly."""
+    started = time.monotonic()
+    for query in ["(" * 1000 + "a" + ")" * 1000, "NOT " * 1200 + "a", "x " + "(a OR " * 40 + "b" + ")" * 40]:
+        with pytest.raises(InvalidInput) as info:
+            parse_query(query)
+        assert f"more than {MAX_NESTING} levels deep" in info.value.message
+        assert "parentheses" in (info.value.hint or "")
+    assert time.monotonic() - started < 1
+    # Up to the limit is fine.
+    assert shape(parse_query("(" * MAX_NESTING + "a" + ")" * MAX_NESTING).expr) == ("lit", "a")
+    assert parse_query("x " + "NOT " * (MAX_NESTING - 1) + "a").expr is not None
+
+
+def test_overlong_query_is_refused_with_the_limit() -> None:
+    with pytest.raises(InvalidInput) as info:
+        parse_query("a" * (MAX_QUERY_LENGTH + 1))
+    assert f"at most {MAX_QUERY_LENGTH}" in info.value.message
+    assert "shorten" in (info.value.hint or "")
+
+
+def test_identical_terms_are_merged_and_distinct_ones_bounded() -> None:
+    """#22: `a a a ...` is one term; more than MAX_TERMS different terms are refused naming the limit."""
+    assert parse_query("a " * 3000).expr == lit("a")
+    assert shape(parse_query("a b a (b OR b) a").expr) == ("and", ("lit", "a"), ("lit", "b"))
+    assert shape(parse_query("a OR a OR b").expr) == ("or", ("lit", "a"), ("lit", "b"))
+    parse_query(" ".join(f"t{i}" for i in range(MAX_TERMS)))
+    with pytest.raises(InvalidInput) as info:
+        parse_query(" OR ".join(f"t{i}" for i in range(MAX_TERMS + 1)))
+    assert f"({MAX_TERMS + 1} different ones, at most {MAX_TERMS})" in info.value.message
+    assert "fewer terms" in (info.value.hint or "")

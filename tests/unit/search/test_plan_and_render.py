@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from codewell.core.errors import InvalidInput
 from codewell.search.query.regex import TRUE, Lit, LitAnd, LitOr, required_literals
-from codewell.search.render import LINE_CAP, render_results
+from codewell.search.render import LINE_CAP, OUTPUT_BUDGET, make_cursor, read_cursor, render_results
 from codewell.search.results import FileMatch, LineMatch, SearchResults
 
 PLANS = [
@@ -71,3 +72,65 @@ def test_render_notes_what_was_left_out() -> None:
     assert "file:<regex>" in text
     assert "timed out" in text
     assert render_results(results([]), "nothing").text == "No results for 'nothing'."
+
+
+def counted(files: list[FileMatch], **flags: bool) -> SearchResults:
+    found = results(files, **flags)
+    found.count_given = True
+    return found
+
+
+def shown_matches(text: str) -> list[tuple[str, int]]:
+    """(path, line) of every `N: text` line under its `# r – path` header."""
+    out: list[tuple[str, int]] = []
+    path = ""
+    for line in text.splitlines():
+        if line.startswith("# r – "):
+            path = line.removeprefix("# r – ")
+        elif line[:1].isdigit() and ": " in line:
+            out.append((path, int(line.split(":", 1)[0])))
+    return out
+
+
+def test_count_shows_every_collected_match() -> None:
+    """#22: `count:all` over 37 matching files shows all 37, not 15 and a note."""
+    files = [FileMatch("r", f"f{i:02}.py", "0" * 40, "Python", [LineMatch(1, "hit", [(0, 3)])]) for i in range(37)]
+    plain = render_results(results(files), "hit").text
+    assert plain.count("# r – ") == 15
+    text = render_results(counted(files), "hit count:all").text
+    assert text.count("# r – ") == 37
+    assert "not shown" not in text
+    assert text.endswith("(Showing matches 1-37 of 37: all collected matches.)")
+
+
+def test_count_lists_matches_beyond_the_chunks_one_line_each() -> None:
+    lines = [LineMatch(n, f"hit {n}", [(0, 3)]) for n in range(1, 200, 10)]  # 20 chunks of one line
+    f = FileMatch("r", "a.c", "0" * 40, "C", lines)
+    text = render_results(counted([f]), "hit count:50").text
+    assert shown_matches(text) == [("a.c", 1), ("a.c", 11), ("a.c", 21), *(("a.c", n) for n in range(31, 200, 10))]
+    assert "\n\n31: hit 31\n41: hit 41\n" in text
+
+
+def test_count_pages_by_cursor_until_every_match_was_shown() -> None:
+    long = "x" * 200
+    files = [
+        FileMatch("r", f"d/f{i:03}.c", "0" * 40, "C", [LineMatch(n, f"{long} {n}", [(0, 1)]) for n in range(1, 40, 3)])
+        for i in range(60)
+    ]
+    want = [(f.path, m.line_number) for f in files for m in f.line_matches]
+    query = "x count:all"
+    seen: list[tuple[str, int]] = []
+    page = render_results(counted(files), query)
+    pages = 1
+    while page.cursor is not None:
+        assert len(page.text) <= OUTPUT_BUDGET
+        assert f'cursor "{page.cursor}"' in page.text
+        seen.extend(shown_matches(page.text))
+        page = render_results(counted(files), query, skip=read_cursor(query, page.cursor))
+        pages += 1
+    seen.extend(shown_matches(page.text))
+    assert pages > 3
+    assert sorted(seen) == sorted(want)  # every match exactly once over the pages
+    assert len(seen) == len(want)
+    with pytest.raises(InvalidInput, match="invalid cursor"):
+        read_cursor("other query count:all", make_cursor(query, 10))

@@ -8,7 +8,17 @@ import time
 import pytest
 
 from codewell.search.index.languages import LANGUAGES
-from codewell.search.ranking import DEFINITIONS, definition_lines, definition_spans, is_definition, rank
+from codewell.search.query.regex import compile_regex
+from codewell.search.ranking import (
+    DEFINITIONS,
+    definition_lines,
+    definition_spans,
+    is_definition,
+    looks_like_code,
+    match_quality,
+    phrase_regex,
+    rank,
+)
 from codewell.search.results import FileMatch, LineMatch
 
 
@@ -310,3 +320,88 @@ def test_lines_within_a_file_are_not_reordered() -> None:
     before = list(f.line_matches)
     rank([f])
     assert f.line_matches == before
+
+
+# Match quality and code-looking queries (#22) ------------------------------------------------------------------
+
+QUALITY = [
+    # (terms, lines of one file, expected quality)
+    (["def", "main"], ["def main(argv):"], 3),
+    (["def", "main"], ["    return cli.main()", "def run():"], 2),
+    (["def", "main"], ["the default is main"], 1),
+    (["def", "main"], ["default values for the remaining args"], 0),
+    (["cli", "main"], ["cli.main(args=args)"], 3),
+    (["cli", "main"], ["cli = 1  # see the main entry point"], 2),
+    (["foo"], ["x = foo(1)"], 2),
+    (["foo"], ["x = foobar(1)"], 0),
+    (["foo"], ["x = foobar(1) + foo"], 2),
+    (["résumé"], ["un résumé ici"], 2),
+    (["sumé"], ["un résumé ici"], 0),  # a non-ASCII letter continues the word
+]
+
+
+@pytest.mark.parametrize(("terms", "lines", "expected"), QUALITY)
+def test_match_quality(terms: list[str], lines: list[str], expected: int) -> None:
+    f = FileMatch(
+        "r",
+        "a.py",
+        "0" * 40,
+        "Python",
+        [LineMatch(n, text, sorted({r for t in terms for r in ranges(text, t)})) for n, text in enumerate(lines, 1)],
+    )
+    assert match_quality(f, terms) == expected
+
+
+@pytest.mark.parametrize(
+    ("terms", "code"),
+    [
+        (["def", "main"], True),
+        (["mutex_lock"], True),
+        (["os.path"], True),
+        (["getUserName"], True),
+        (["foo("], True),
+        (["remaining", "args"], False),
+        (["hello", "world"], False),
+    ],
+)
+def test_looks_like_code(terms: list[str], code: bool) -> None:
+    assert looks_like_code(terms) is code
+
+
+def test_phrase_regex_means_the_same_in_re2_and_python() -> None:
+    regex = phrase_regex(["def", "main"])
+    assert regex is not None
+    assert phrase_regex(["main"]) is None
+    compiled = compile_regex(regex, case_sensitive=False)
+    for line, expected in [
+        ("def main():", True),
+        ("DEF  MAIN", True),
+        ("def default main", False),
+        ("undef main", False),
+        ("def mainly", False),
+        ("def::main", True),
+        ("def ->  main", False),  # four separator characters
+    ]:
+        assert bool(compiled.search(line.encode())) is expected, line
+        assert bool(re.search(regex, line, re.ASCII | re.IGNORECASE)) is expected, line
+
+
+def test_code_outranks_prose_for_code_queries_only() -> None:
+    prose = file("CHANGES.md", "Markdown", [(1, "foo_bar changed"), (2, "foo_bar again")], word="foo_bar")
+    code = file("src/deeper/path/x.py", "Python", [(9, "    return foo_bar")], word="foo_bar")
+    files = [prose, code]
+    rank(files, ["foo_bar"])
+    assert files == [code, prose]
+    prose2 = file("NOTES.md", "Markdown", [(1, "hello world"), (2, "hello world")], word="hello")
+    code2 = file("src/deeper/path/x.py", "Python", [(9, "print('hello')")], word="hello")
+    files = [prose2, code2]
+    rank(files, ["hello"])
+    assert files == [prose2, code2]  # not code-looking: more lines, shorter path win
+
+
+def test_whole_words_outrank_parts_of_words() -> None:
+    parts = file("a.md", "Markdown", [(n, f"default value {n}") for n in range(1, 30)], word="def")
+    whole = file("zz/long/path/b.txt", "Text", [(3, "def is a keyword")], word="def")
+    files = [parts, whole]
+    rank(files, ["def"])
+    assert files == [whole, parts]

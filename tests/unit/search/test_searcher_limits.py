@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from codewell.search.index import builder
 from codewell.search.index.builder import SourceDoc, build_shard, skip_reason
 from codewell.search.index.shard import Shard
-from codewell.search.query.parser import parse_query
+from codewell.search.query.parser import MAX_TERMS, parse_query
 from codewell.search.searcher import search_shard
+from codewell.search.selection import select_docs
 
 
 def shard_of(tmp_path: Path, files: dict[str, bytes]) -> Shard:
@@ -59,8 +61,6 @@ def test_branch_membership_shares_blobs(tmp_path: Path) -> None:
 
 def test_pipelined_parallel_build_equals_inline_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunks handed to worker processes while reading, and partitions merged there, give the same shard."""
-    from codewell.search.index import builder
-
     docs = [
         SourceDoc(
             f"d{i:03}.c", f"int Needle{i};\nreturn {i * 7919 % 1000};\n".encode() * (i % 5 + 1), 0, frozenset({"main"})
@@ -79,3 +79,39 @@ def test_pipelined_parallel_build_equals_inline_build(tmp_path: Path, monkeypatc
     shard = Shard.open(pooled)
     found = search_shard(shard, parse_query("needle399;"), branch="main", limit=None, deadline=time.monotonic() + 5)
     assert [shard.paths[h.doc] for h in found.hits] == ["d399.c"]
+
+
+def test_many_terms_stop_planning_and_verification_at_the_deadline(tmp_path: Path) -> None:
+    """#22: a query of many terms looked up and verified every term whatever the deadline (5 s for 1 s)."""
+    shard = shard_of(tmp_path, {f"f{i}.c": "".join(f"term{k} " for k in range(i, i + 50)).encode() for i in range(60)})
+    q = parse_query(" OR ".join(f"term{k}" for k in range(MAX_TERMS)))
+    expired = time.monotonic() - 1
+    selection = select_docs(shard, q, "main", deadline=expired)
+    started = time.monotonic()
+    result = search_shard(shard, q, branch="main", limit=None, deadline=expired, selected=selection)
+    assert time.monotonic() - started < 0.5
+    assert result.timed_out
+    assert result.hits == []
+    # Planning stopped at the first term instead of looking up all of them.
+    assert len(selection.candidates._units) == 0
+    # With time left, the same query answers in full.
+    full = search_shard(shard, q, branch="main", limit=None, deadline=time.monotonic() + 30)
+    assert not full.timed_out
+    assert len(full.hits) == 60
+
+
+def test_a_deadline_during_verification_marks_the_result(tmp_path: Path) -> None:
+    """The deadline is checked between the terms of a tree, not only between batches of documents."""
+    shard = shard_of(tmp_path, {"a.c": b"".join(b"alpha%d beta%d\n" % (k, k) for k in range(20_000))})
+    q = parse_query(" ".join(f"/alpha{k}\\b/" for k in range(MAX_TERMS)))
+    started = time.monotonic()
+    full = search_shard(shard, q, branch="main", limit=None, deadline=started + 60)
+    full_elapsed = time.monotonic() - started  # ~0.2 s: 100 regexes over the whole file
+    assert not full.timed_out
+    assert len(full.hits) == 1
+    started = time.monotonic()
+    result = search_shard(shard, q, branch="main", limit=None, deadline=started + full_elapsed / 5)
+    elapsed = time.monotonic() - started
+    assert result.timed_out
+    assert result.hits == []
+    assert elapsed < full_elapsed * 0.6  # stopped at the next term, not after all of them

@@ -6,18 +6,21 @@ import re
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import contextmanager
+from multiprocessing import get_context
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from codewell.search import literal_scan, native
+from codewell.search import literal_scan, native, parallel, searcher, selection, verify
 from codewell.search.index.builder import PAGE_SHIFT, UNIT_BYTES, SourceDoc, build_shard
 from codewell.search.index.shard import Shard
+from codewell.search.parallel import _share
 from codewell.search.query.parser import And, Node, Not, Or, Pattern, Query
-from codewell.search.searcher import search_shard
+from codewell.search.searcher import file_matches, search_shard
 
 ALPHABET = "abcAB_( x\n"
 _ANY = {"branch": "main", "limit": None, "deadline": float("inf")}
@@ -65,8 +68,6 @@ def verifier(shape: Shape) -> Iterator[None]:
     With tiny units, the batches are tiny too and nothing takes the direct path: documents then straddle
     batches, which must still report each document once, in order, with all its lines.
     """
-    from codewell.search import searcher, selection, verify
-
     assert literal_scan.available(), "hyperscan must be installed for the search tests"
     assert native._scan is not None, "the native kernels must be built for the search tests (pip install -e .)"
     saved = (native.ENABLED, verify.USE_HYPERSCAN, searcher._FIRST_BATCH_BYTES, selection._DIRECT_UNITS)
@@ -198,11 +199,6 @@ def test_limit_returns_a_prefix(docs: list[str], needle: str, limit: int, shape:
 
 
 def test_parallel_verification_equals_sequential(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from concurrent.futures import ProcessPoolExecutor
-    from multiprocessing import get_context
-
-    from codewell.search import parallel
-
     docs = [
         SourceDoc(f"d{i:03}.c", f"int x{i};\nreturn {i % 7};\n".encode(), 0, frozenset({"main"})) for i in range(300)
     ]
@@ -219,11 +215,6 @@ def test_parallel_verification_equals_sequential(tmp_path: Path, monkeypatch: py
 
 
 def test_fan_out_over_shards_equals_sequential(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from concurrent.futures import ProcessPoolExecutor
-    from multiprocessing import get_context
-
-    from codewell.search import parallel
-
     shards = []
     for k in range(3):
         docs = [
@@ -248,8 +239,6 @@ def test_vectorized_line_mapping_equals_brute_force(
     docs: list[str], node: Node, case_sensitive: bool, shape: Shape
 ) -> None:
     """The vectorized offset → line search (used for many matches) agrees with the reference too."""
-    from codewell.search import verify
-
     saved = verify._FEW_OFFSETS
     verify._FEW_OFFSETS = 0
     try:
@@ -295,8 +284,6 @@ class _NoPool:
 
 def test_selective_queries_skip_the_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Filters and trigram candidates are applied before the parallel split: small selections stay local."""
-    from codewell.search import parallel, selection
-
     docs = [
         SourceDoc(
             f"{'fs/ext4' if i < 3 else 'drivers'}/d{i:03}.c",
@@ -336,8 +323,6 @@ def test_selective_queries_skip_the_pool(tmp_path: Path, monkeypatch: pytest.Mon
 @given(st.lists(st.integers(min_value=0, max_value=1000), min_size=1, max_size=40), st.integers(2, 4))
 def test_fan_out_shares_cover_every_piece_once(weights: list[int], parts: int) -> None:
     """This process takes about 1/parts of the work; the pool's groups take the rest, each piece once."""
-    from codewell.search.parallel import _share
-
     local, remote = _share(weights, parts)
     assigned = local + [k for group in remote for k in group]
     assert sorted(assigned) == list(range(len(weights)))
@@ -351,10 +336,6 @@ def test_fan_out_shares_cover_every_piece_once(weights: list[int], parts: int) -
 
 def test_split_filtered_search_reports_each_line_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A filtered, selective query over a shard split into document ranges: every piece scans its own range."""
-    from concurrent.futures import ProcessPoolExecutor
-    from multiprocessing import get_context
-
-    from codewell.search import parallel
 
     docs = [
         SourceDoc(f"{'keep' if i % 2 else 'drop'}/d{i:03}.c", f"x {i % 5} y\n".encode(), 0, frozenset({"main"}))
@@ -375,9 +356,6 @@ def test_split_filtered_search_reports_each_line_once(tmp_path: Path, monkeypatc
 
 def test_concurrent_filtered_searches_share_the_filter_memo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Threads searching under many filters at once (memo evicting all the time) all get exact results."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from codewell.search import selection
 
     docs = [SourceDoc(f"d{i % 7}/f{i}.c", f"x {i % 5} y\n".encode(), 0, frozenset({"main"})) for i in range(140)]
     shard = Shard.open(build_shard(tmp_path / "s", {"repo": "r"}, docs))
@@ -405,3 +383,30 @@ def test_a_literal_with_a_newline_matches_no_line(tmp_path: Path, engine: str) -
         within = search_shard(shard, Query(expr=Pattern("int\\ foo", "int foo", False, 0)), **_ANY)
     assert across.hits == []
     assert [(h.doc, h.lines) for h in within.hits] == [(0, [2])]
+
+
+def reference_ranges(patterns: list[Pattern], line: str, flags: int) -> list[tuple[int, int]]:
+    """Every positive pattern's non-empty matches in the line, as Python's finditer steps (ASCII: bytes)."""
+    found = {m.span() for p in patterns for m in re.finditer(p.value, line, flags) if m.end() > m.start()}
+    return sorted(found)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(corpus, tree, st.booleans(), geometry)
+def test_verification_reports_the_match_ranges(docs: list[str], node: Node, case_sensitive: bool, shape: Shape) -> None:
+    """The ranges verification returns equal a separate finditer of every positive pattern on each line (#15)."""
+    q = Query(expr=node, case_sensitive=case_sensitive)
+    flags = 0 if case_sensitive else re.IGNORECASE
+    with tempfile.TemporaryDirectory() as tmp:
+        sources = [SourceDoc(f"f{i}.txt", d.encode(), len(d), frozenset({"main"})) for i, d in enumerate(docs)]
+        shard = Shard.open(
+            build_shard(Path(tmp) / "s", {"repo": "r"}, sources, unit_bytes=shape[0], page_shift=shape[1])
+        )
+        with verifier(shape):
+            result = search_shard(shard, q, branch="main", limit=None, deadline=time.monotonic() + 30)
+        matches = file_matches(shard, result, q, repo="r", commit="c")
+    for hit, fm in zip(result.hits, matches, strict=True):
+        lines = lines_of(docs[hit.doc])
+        assert [m.line for m in fm.line_matches] == [lines[m.line_number - 1] for m in fm.line_matches]
+        for m in fm.line_matches:
+            assert m.ranges == reference_ranges(q.patterns(), m.line, flags), (m.line, q.patterns())

@@ -14,9 +14,13 @@ import re
 from dataclasses import dataclass, field
 
 from codewell.core.errors import InvalidInput
+from codewell.search.query.regex import compile_regex
 
 __all__ = [
     "DEFAULT_TIMEOUT",
+    "MAX_NESTING",
+    "MAX_QUERY_LENGTH",
+    "MAX_TERMS",
     "MAX_TIMEOUT",
     "And",
     "Node",
@@ -31,6 +35,11 @@ __all__ = [
 DEFAULT_TIMEOUT = 10.0
 MAX_TIMEOUT = 60.0
 MAX_QUERY_LENGTH = 16_384
+# Search terms per query (after identical ones are merged): each costs a trigram lookup and a verification
+# pass, ~8.5 ms on a big repository, so thousands of terms took half a minute (#22).
+MAX_TERMS = 100
+# Parentheses and NOT nest at most this deep: the parser and every walk over the tree recurse per level.
+MAX_NESTING = 32
 
 _FIELD_ALIASES = {
     "repo": "repo",
@@ -268,6 +277,7 @@ class _Parser:
         self.tokens = tokens
         self.i = 0
         self.regex_default = regex_default
+        self.depth = 0
 
     def peek(self) -> _Tok | None:
         return self.tokens[self.i] if self.i < len(self.tokens) else None
@@ -288,7 +298,7 @@ class _Parser:
             if self.peek() is None or self.peek().kind in (")", "or", "and"):  # type: ignore[union-attr]
                 raise _error("OR needs a term on both sides", self.query, tok.position, "remove the trailing OR")
             children.append(self.parse_and())
-        return children[0] if len(children) == 1 else Or(tuple(children))
+        return _combine(Or, children)
 
     def parse_and(self) -> Node:
         children = [self.parse_unary()]
@@ -299,7 +309,18 @@ class _Parser:
                 if nxt is None or nxt.kind in (")", "or", "and"):
                     raise _error("AND needs a term on both sides", self.query, tok.position, "remove the AND")
             children.append(self.parse_unary())
-        return children[0] if len(children) == 1 else And(tuple(children))
+        return _combine(And, children)
+
+    def nest(self, tok: _Tok) -> None:
+        """Enter a NOT or a group, refusing the level past MAX_NESTING (before recursing into it)."""
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise _error(
+                f"the query nests parentheses and NOT more than {MAX_NESTING} levels deep",
+                self.query,
+                tok.position,
+                "remove redundant parentheses (AND binds tighter than OR) and double negations",
+            )
 
     def parse_unary(self) -> Node:
         tok = self.peek()
@@ -309,12 +330,17 @@ class _Parser:
             self.i += 1
             if self.peek() is None or self.peek().kind in (")", "or", "and"):  # type: ignore[union-attr]
                 raise _error("NOT needs a term after it", self.query, tok.position, "write NOT <term>")
-            return Not(self.parse_unary())
+            self.nest(tok)
+            child = self.parse_unary()
+            self.depth -= 1
+            return Not(child)
         if tok.kind == "(":
             self.i += 1
             if (nxt := self.peek()) is not None and nxt.kind == ")":
                 raise _error("empty parentheses", self.query, tok.position, "put a term inside ( ) or remove them")
+            self.nest(tok)
             node = self.parse_or()
+            self.depth -= 1
             close = self.peek()
             if close is None or close.kind != ")":
                 raise _error("unbalanced parenthesis", self.query, tok.position, "add the missing )")
@@ -330,6 +356,24 @@ class _Parser:
         return _pattern(self.query, tok, self.regex_default)
 
 
+def _combine(kind: type[And] | type[Or], children: list[Node]) -> Node:
+    """`kind` of `children` with identical subtrees merged (`a a a` is `a`: the same matches, one pass)."""
+    unique: dict[object, Node] = {}
+    for child in children:
+        unique.setdefault(_shape(child), child)
+    kept = list(unique.values())
+    return kept[0] if len(kept) == 1 else kind(tuple(kept))
+
+
+def _shape(node: Node) -> object:
+    """What a subtree matches, without the positions of its terms (equal shapes match the same lines)."""
+    if isinstance(node, Pattern):
+        return ("pattern", node.value, node.regex)
+    if isinstance(node, Not):
+        return ("not", _shape(node.child))
+    return (type(node).__name__, tuple(_shape(c) for c in node.children))
+
+
 def _pattern(query: str, tok: _Tok, regex_default: bool) -> Pattern:
     if tok.regex or (regex_default and not tok.quoted):
         check_regex(tok.value, query, tok.position)
@@ -339,8 +383,6 @@ def _pattern(query: str, tok: _Tok, regex_default: bool) -> Pattern:
 
 def check_regex(pattern: str, query: str, position: int) -> None:
     """Raise InvalidInput (pointing at `position`) when RE2 rejects `pattern`."""
-    from codewell.search.query.regex import compile_regex
-
     try:
         compile_regex(pattern, case_sensitive=True)
     except InvalidInput as exc:
@@ -371,7 +413,8 @@ def parse_query(text: str, *, regex_default: bool = False) -> Query:
     """Parse `text` into a Query, or raise InvalidInput naming the position and the fix."""
     if len(text) > MAX_QUERY_LENGTH:
         raise InvalidInput(
-            f"query is too long ({len(text)} characters, at most {MAX_QUERY_LENGTH})", hint="shorten the query"
+            f"query is too long ({len(text)} characters, at most {MAX_QUERY_LENGTH})",
+            hint="shorten the query: search for fewer or shorter terms, or split it into several queries",
         )
     if not text.strip():
         raise InvalidInput("empty query", hint='type a search term, e.g. mutex_lock or "exact phrase" or /regex/')
@@ -383,6 +426,12 @@ def parse_query(text: str, *, regex_default: bool = False) -> Query:
     for tok in fields:
         _apply_field(text, tok, opts)
     expr = _Parser(text, rest, regex_default).parse()
+    distinct = len({(p.value, p.regex) for p in _leaves(expr)})
+    if distinct > MAX_TERMS:
+        raise InvalidInput(
+            f"too many search terms ({distinct} different ones, at most {MAX_TERMS})",
+            hint="search for fewer terms (split the search into several queries), or use one /regex/",
+        )
     repos = opts.repos
     if opts.rev_tok is not None:
         if not repos:
@@ -415,6 +464,17 @@ def parse_query(text: str, *, regex_default: bool = False) -> Query:
         timeout=opts.timeout,
         regex_default=regex_default,
     )
+
+
+def _leaves(node: Node | None) -> list[Pattern]:
+    """Every leaf of the tree (depth is bounded by MAX_NESTING, so recursion is safe)."""
+    if node is None:
+        return []
+    if isinstance(node, Pattern):
+        return [node]
+    if isinstance(node, Not):
+        return _leaves(node.child)
+    return [leaf for child in node.children for leaf in _leaves(child)]
 
 
 def _pattern_type(text: str, fields: list[_Tok], regex_default: bool) -> bool:
