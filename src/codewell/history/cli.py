@@ -5,6 +5,9 @@ from __future__ import annotations
 import click
 
 from codewell.clikit import handle_errors, open_runtime
+from codewell.core.actors import INTERNAL
+from codewell.history.service import HistoryService
+from codewell.repos.service import RepoService
 
 
 @click.group("history")
@@ -18,10 +21,6 @@ def history() -> None:
 @handle_errors
 def reindex(ctx: click.Context, names: tuple[str, ...]) -> None:
     """Index the new commits of the given repositories (default: every cloned repository)."""
-    from codewell.core.actors import INTERNAL
-    from codewell.history.service import HistoryService
-    from codewell.repos.service import RepoService
-
     runtime = open_runtime(ctx)
     service = runtime.get(HistoryService)
     repos = [runtime.get(RepoService).get(INTERNAL, n) for n in names] or [
@@ -51,9 +50,6 @@ def search(
     count: int,
 ) -> None:
     """Search commits (as the internal actor: every repository)."""
-    from codewell.core.actors import INTERNAL
-    from codewell.history.service import HistoryService
-
     runtime = open_runtime(ctx)
     result = runtime.get(HistoryService).commit_search(
         INTERNAL,
@@ -65,6 +61,7 @@ def search(
         count=count,
     )
     for name in result.unknown_repos:
-        click.echo(f"not found: {name}", err=True)
+        suggestion = result.suggestions.get(name)
+        click.echo(f"not found: {name}" + (f" (did you mean {suggestion}?)" if suggestion else ""), err=True)
     for c in result.commits:
         click.echo(f"{c.repo}@{c.sha[:12]} {c.committed_at:%Y-%m-%d} {c.author_name}: {c.subject}")

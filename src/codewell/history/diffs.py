@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pygit2
+from pygit2.enums import DiffFind
 
 STATUS = {"A": "added", "M": "modified", "D": "deleted", "R": "renamed", "C": "copied", "T": "modified"}
 
@@ -79,7 +80,11 @@ class MirrorCache:
 
 
 def commit_diff(repo: pygit2.Repository, sha: str, *, context_lines: int = 3) -> Any | None:
-    """The diff a non-merge commit introduces (None for merges and missing commits, like `git log -p`)."""
+    """The diff a non-merge commit introduces (None for merges and missing commits, like `git log -p`).
+
+    Renames are detected as `git log -p` does by default (50% similarity): a moved file shows only its
+    edits, so its unchanged lines are neither added nor removed for diff_search and contentTerms.
+    """
     try:
         commit: Any = repo[sha]
     except (KeyError, ValueError):
@@ -91,7 +96,10 @@ def commit_diff(repo: pygit2.Repository, sha: str, *, context_lines: int = 3) ->
         return None
     if not parents:
         return commit.tree.diff_to_tree(swap=True, context_lines=context_lines)
-    return repo[parents[0]].tree.diff_to_tree(commit.tree, context_lines=context_lines)
+    diff = repo[parents[0]].tree.diff_to_tree(commit.tree, context_lines=context_lines)
+    # Explicit flags: the default (diff.renames from the mirror's config) could differ per repository.
+    diff.find_similar(flags=DiffFind.FIND_RENAMES)
+    return diff
 
 
 def changed_lines(diff: Any) -> Iterator[tuple[str, str]]:

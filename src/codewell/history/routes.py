@@ -6,20 +6,25 @@ GET /.api/history/diffs         diff_search     (pattern, repos, authors, revisi
                                                  after, before, count)
 GET /.api/history/compare       compare_revisions (repo, base, head, first, after)
 GET /.api/history/contributors  get_contributor_repos (authors: repeatable; limit, minCommits)
+
+Thin: parse the query string, call HistoryService as the request's actor, render with history.render.
+The service checks every value (ranges, lengths); compare pages are not cut to the MCP output budget.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from codewell.core.actors import Actor
 from codewell.core.errors import InvalidInput
-from codewell.core.tools import Endpoint, ToolContext, ToolHandler
-from codewell.history import tools
+from codewell.history import compare_page, render
+from codewell.history.service import HistoryService
 from codewell.http.requests import actor_of, runtime_of
 from codewell.runtime import Runtime
 
@@ -27,9 +32,12 @@ _LISTS = {"repos", "messageTerms", "authors", "contentTerms", "files", "revision
 _INTS = {"count", "first", "limit", "minCommits"}
 _BOOLS = {"added", "removed"}
 
+# (runtime, actor, parsed arguments) -> JSON body; runs in a worker thread.
+Answer = Callable[[Runtime, Actor, dict[str, Any]], dict[str, Any]]
+
 
 def _args(request: Request, allowed: set[str]) -> dict[str, Any]:
-    """Tool arguments from the query string: repeatable list parameters, integers and booleans checked."""
+    """Arguments from the query string: repeatable list parameters, integers and booleans checked."""
     args: dict[str, Any] = {}
     for key in request.query_params:
         if key not in allowed:
@@ -51,31 +59,78 @@ def _args(request: Request, allowed: set[str]) -> dict[str, Any]:
     return args
 
 
-def _endpoint(handler: ToolHandler, allowed: set[str]) -> Any:
+def _commits(runtime: Runtime, actor: Actor, args: dict[str, Any]) -> dict[str, Any]:
+    result = runtime.get(HistoryService).commit_search(
+        actor,
+        args.get("repos", []),
+        message_terms=args.get("messageTerms"),
+        authors=args.get("authors"),
+        content_terms=args.get("contentTerms"),
+        files=args.get("files"),
+        after=args.get("after"),
+        before=args.get("before"),
+        revisions=args.get("revisions"),
+        count=args.get("count"),
+    )
+    return render.commits_json(result, runtime.external_url, render.query_text(args, render.COMMIT_QUERY))
+
+
+def _diffs(runtime: Runtime, actor: Actor, args: dict[str, Any]) -> dict[str, Any]:
+    result = runtime.get(HistoryService).diff_search(
+        actor,
+        args.get("pattern", ""),
+        args.get("repos", []),
+        added=args.get("added"),
+        removed=args.get("removed"),
+        authors=args.get("authors"),
+        after=args.get("after"),
+        before=args.get("before"),
+        revisions=args.get("revisions"),
+        count=args.get("count"),
+    )
+    return render.diffs_json(result, runtime.external_url, render.query_text(args, render.DIFF_QUERY))
+
+
+def _compare(runtime: Runtime, actor: Actor, args: dict[str, Any]) -> dict[str, Any]:
+    comparison = runtime.get(HistoryService).compare(
+        actor,
+        args.get("repo", ""),
+        args.get("base", ""),
+        args.get("head", ""),
+        first=args.get("first"),
+        after=args.get("after"),
+    )
+    return compare_page.comparison_json(comparison, runtime.external_url)
+
+
+def _contributors(runtime: Runtime, actor: Actor, args: dict[str, Any]) -> dict[str, Any]:
+    repos = runtime.get(HistoryService).contributor_repos(
+        actor, args.get("authors", []), limit=args.get("limit"), min_commits=args.get("minCommits")
+    )
+    return render.contributors_json(repos)
+
+
+def _endpoint(answer: Answer, allowed: set[str]) -> Any:
     async def endpoint(request: Request) -> Response:
         args = _args(request, allowed)
-        ctx = ToolContext(runtime_of(request), actor_of(request), Endpoint.ALL)
         # Git and database work is blocking: run it in a worker thread.
-        result = await asyncio.to_thread(handler, ctx, args)
-        return JSONResponse(result.structured)
+        body = await asyncio.to_thread(answer, runtime_of(request), actor_of(request), args)
+        return JSONResponse(body)
 
     return endpoint
 
 
 def routes(runtime: Runtime) -> list[BaseRoute]:
-    commit_params = {"repos", "messageTerms", "authors", "contentTerms", "files", "after", "before", "revisions"}
-    diff_params = {"pattern", "repos", "added", "removed", "authors", "after", "before", "revisions", "count"}
+    diff_params = {*render.DIFF_QUERY, "count"}
     return [
-        Route("/.api/history/commits", _endpoint(tools.commit_search, {*commit_params, "count"}), methods=["GET"]),
-        Route("/.api/history/diffs", _endpoint(tools.diff_search, diff_params), methods=["GET"]),
+        Route("/.api/history/commits", _endpoint(_commits, {*render.COMMIT_QUERY, "count"}), methods=["GET"]),
+        Route("/.api/history/diffs", _endpoint(_diffs, diff_params), methods=["GET"]),
         Route(
-            "/.api/history/compare",
-            _endpoint(tools.compare_revisions, {"repo", "base", "head", "first", "after"}),
-            methods=["GET"],
+            "/.api/history/compare", _endpoint(_compare, {"repo", "base", "head", "first", "after"}), methods=["GET"]
         ),
         Route(
             "/.api/history/contributors",
-            _endpoint(tools.get_contributor_repos, {"authors", "limit", "minCommits"}),
+            _endpoint(_contributors, {"authors", "limit", "minCommits"}),
             methods=["GET"],
         ),
     ]

@@ -15,7 +15,6 @@ from rich.table import Table
 from codewell.clikit import fail, handle_errors, open_runtime
 from codewell.core.actors import INTERNAL
 from codewell.repos.service import RepoService, SyncOutcome
-from codewell.runtime import Runtime
 
 console = Console()
 
@@ -111,8 +110,9 @@ def status(ctx: click.Context, name: str | None) -> None:
     runtime = open_runtime(ctx)
     service = runtime.get(RepoService)
     repos_ = [service.get(INTERNAL, name)] if name else service.all_repos(INTERNAL)
-    index = _index_states(runtime, name)
-    table = Table("name", "state", "default branch", "last fetched (UTC)", "size", "index", "last error")
+    # Columns other capabilities add (search: "index"); repos does not know them.
+    extra = service.status_columns(name)
+    table = Table("name", "state", "default branch", "last fetched (UTC)", "size", *extra, "last error")
     for repo in repos_:
         fetched = repo.last_fetched_at.strftime("%Y-%m-%d %H:%M:%S") if repo.last_fetched_at else "-"
         size = f"{repo.size_bytes / 1e6:.1f} MB" if repo.size_bytes is not None else "-"
@@ -122,7 +122,7 @@ def status(ctx: click.Context, name: str | None) -> None:
             repo.default_branch or "-",
             fetched,
             size,
-            index.get(repo.name, "-"),
+            *(values.get(repo.name, "-") for values in extra.values()),
             repo.last_error or "",
         )
     console.print(table)
@@ -153,14 +153,3 @@ def sync_(ctx: click.Context, name: str | None) -> None:
     names = [service.get(INTERNAL, name).name] if name else [r.name for r in service.all_repos(INTERNAL)]
     _report(_sync_with_progress(service, names))
     click.echo(f"synced {len(names)} repositories")
-
-
-def _index_states(runtime: Runtime, name: str | None) -> dict[str, str]:
-    """Repository name → its search index state ("indexed 1234 files", "not indexed", "failed: ...")."""
-    from codewell.search.service import SearchService  # search builds on repos: imported only when used
-
-    states = {}
-    for s in runtime.get(SearchService).status(INTERNAL, name):
-        label = f"indexed {s.documents} files" if s.state == "indexed" else s.state
-        states[s.repo] = f"{label}: {s.error}" if s.error else label
-    return states

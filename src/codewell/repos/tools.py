@@ -1,14 +1,14 @@
 """MCP tools of the repos capability: list_repos, list_files, read_file, list_refs.
 
-Thin: parse arguments, call RepoService with the acting user, render the reference text formats
-(behaviour-notes §1) plus structured fields.
+Thin: the registry has validated the arguments against the schemas below, so a handler passes them to
+RepoService with the acting user and renders the reference text formats (behaviour-notes §1) plus
+structured fields (repos.render, shared with the REST routes).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from codewell.core.errors import InvalidInput
 from codewell.core.tools import Endpoint, ToolContext, ToolResult, ToolSpec
 from codewell.repos import render
 from codewell.repos.service import (
@@ -16,6 +16,7 @@ from codewell.repos.service import (
     LIST_REFS_MAX,
     LIST_REPOS_DEFAULT,
     LIST_REPOS_MAX,
+    MAX_NAME_CHARS,
     RepoService,
 )
 
@@ -43,32 +44,10 @@ def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     }
 
 
-def _str(args: dict[str, Any], name: str, *, required: bool = False) -> str | None:
-    value = args.get(name)
-    if value is None:
-        if required:
-            raise InvalidInput(f"`{name}` is required", hint=f'pass "{name}": "..."')
-        return None
-    if not isinstance(value, str):
-        raise InvalidInput(f"`{name}` must be a string", hint=f'e.g. "{name}": "..."')
-    return value
-
-
 def _int(args: dict[str, Any], name: str) -> int | None:
+    # The schema accepts JSON numbers like 10.0 as integers (draft 2020-12); the service wants an int.
     value = args.get(name)
-    if value is None:
-        return None
-    # JSON numbers may arrive as 10.0; anything else (strings, booleans) is a mistake.
-    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
-        raise InvalidInput(f"`{name}` must be a whole number", hint=f'e.g. "{name}": 10')
-    return int(value)
-
-
-def _bool(args: dict[str, Any], name: str) -> bool:
-    value = args.get(name, False)
-    if not isinstance(value, bool):
-        raise InvalidInput(f"`{name}` must be true or false", hint=f"omit `{name}` or pass a boolean")
-    return value
+    return None if value is None else int(value)
 
 
 def _service(ctx: ToolContext) -> RepoService:
@@ -77,30 +56,23 @@ def _service(ctx: ToolContext) -> RepoService:
 
 def list_repos(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     limit = _int(args, "limit")
-    page = _service(ctx).list_repos(
-        ctx.actor, _str(args, "query", required=True) or "", LIST_REPOS_DEFAULT if limit is None else limit
-    )
+    page = _service(ctx).list_repos(ctx.actor, args["query"], LIST_REPOS_DEFAULT if limit is None else limit)
     return ToolResult(render.repos_text(page), render.repos_json(page))
 
 
 def list_files(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-    listing = _service(ctx).list_files(
-        ctx.actor,
-        _str(args, "repo", required=True) or "",
-        _str(args, "path") or "",
-        _str(args, "revision"),
-    )
+    listing = _service(ctx).list_files(ctx.actor, args["repo"], args.get("path", ""), args.get("revision"))
     return ToolResult(render.files_text(listing), render.files_json(listing))
 
 
 def read_file(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     content = _service(ctx).read_file(
         ctx.actor,
-        _str(args, "repo", required=True) or "",
-        _str(args, "path", required=True) or "",
+        args["repo"],
+        args["path"],
         _int(args, "startLine"),
         _int(args, "endLine"),
-        _str(args, "revision"),
+        args.get("revision"),
     )
     return ToolResult(render.file_text(content), render.file_json(content))
 
@@ -109,10 +81,10 @@ def list_refs(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     limit = _int(args, "limit")
     refs = _service(ctx).list_refs(
         ctx.actor,
-        _str(args, "repo", required=True) or "",
-        tags_only=_bool(args, "tagsOnly"),
-        heads_only=_bool(args, "headsOnly"),
-        contains_commit=_str(args, "containsCommit"),
+        args["repo"],
+        tags_only=args.get("tagsOnly", False),
+        heads_only=args.get("headsOnly", False),
+        contains_commit=args.get("containsCommit"),
         limit=LIST_REFS_DEFAULT if limit is None else limit,
     )
     return ToolResult(render.refs_text(refs), render.refs_json(refs))
@@ -129,7 +101,11 @@ TOOLS: list[ToolSpec] = [
         ),
         input_schema=_schema(
             {
-                "query": {"type": "string", "description": "Substring of repository names, e.g. `org/api`."},
+                "query": {
+                    "type": "string",
+                    "maxLength": MAX_NAME_CHARS,
+                    "description": "Substring of repository names, e.g. `org/api`.",
+                },
                 "limit": {
                     "type": "integer",
                     "minimum": 1,

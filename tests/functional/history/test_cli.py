@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 from codewell.core.actors import INTERNAL
 from codewell.core.settings import Settings
 from codewell.repos.service import RepoService
 from codewell.runtime import Runtime
+from tests import cliprocess
 from tests.unit.history.builders import RepoBuilder, register
 
 
 def run_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     command = [
-        sys.executable,
-        "-m",
-        "codewell",
         "--data-dir",
         str(settings.data_dir),
         "--database-url",
@@ -25,7 +22,7 @@ def run_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
         "history",
         *args,
     ]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    return cliprocess.run(*command, timeout=120)
 
 
 def test_reindex_and_search(runtime: Runtime, settings: Settings, tmp_path: Path) -> None:

@@ -7,11 +7,12 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
+from codewell.accounts.service import AccountService
 from codewell.core.actors import INTERNAL
 from codewell.repos.service import RepoService
 from codewell.runtime import Runtime
 from tests.factories import auth_headers, make_token, make_user
-from tests.unit.history.builders import RepoBuilder, register
+from tests.unit.history.builders import RepoBuilder, build_release, register
 
 
 @pytest.fixture
@@ -102,7 +103,6 @@ def test_a_grant_makes_the_private_repository_visible(runtime: Runtime, client: 
     reader = runtime.get(RepoService)
     params = {"repos": "/git.example/", "messageTerms": "private"}
     assert client.get("/.api/history/commits", params=params).json()["commits"] == []
-    from codewell.accounts.service import AccountService
 
     reader.set_repo_users(INTERNAL, "git.example/private", [runtime.get(AccountService).get_by_username("reader").id])
     assert [c["title"] for c in client.get("/.api/history/commits", params=params).json()["commits"]] == [
@@ -115,3 +115,14 @@ def test_a_grant_makes_the_private_repository_visible(runtime: Runtime, client: 
 def test_anonymous_callers_are_refused(client: TestClient, repos: RepoBuilder) -> None:
     del client.headers["Authorization"]
     assert client.get("/.api/history/commits", params={"repos": "git.example/public"}).status_code == 401
+
+
+def test_rest_compare_keeps_every_hunk_of_the_page(client: TestClient, runtime: Runtime, tmp_path: Path) -> None:
+    # The MCP tool cuts hunks to its output budget; REST answers the whole page (clients page with `first`).
+    build_release(runtime, tmp_path)
+    client.headers.update(auth_headers(make_token(runtime, make_user(runtime, "reader"))))
+    params = {"repo": "rel.example/r", "base": "v1", "head": "v2", "first": "2"}
+    body = client.get("/.api/history/compare", params=params).json()
+    assert [f["path"] for f in body["files"]] == ["big/a.txt", "big/b.txt"]
+    assert [len(f["hunks"]) for f in body["files"]] == [90, 90]
+    assert all("omittedHunks" not in f for f in body["files"])

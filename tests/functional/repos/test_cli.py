@@ -5,19 +5,17 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
+from tests import cliprocess
 from tests.gitfixtures import commit, make_repo
-
-CODEWELL = [sys.executable, "-m", "codewell"]
 
 
 def run(data: Path, *args: str, database_url: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CODEWELL_DATA_DIR": str(data), "COLUMNS": "200"}
     if database_url:
         env["CODEWELL_DATABASE_URL"] = database_url
-    return subprocess.run([*CODEWELL, *args], capture_output=True, text=True, env=env, timeout=120, check=False)
+    return cliprocess.run(*args, env=env, timeout=120)
 
 
 def test_add_list_status_sync_remove(tmp_path: Path, database_url: str) -> None:

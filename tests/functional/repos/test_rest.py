@@ -100,3 +100,15 @@ def test_sync_add_and_remove_need_a_site_admin(client: TestClient, runtime: Runt
     assert client.post("/.api/repos", json={"url": 5}, headers=admin).status_code == 400
     assert client.delete("/.api/repos/example.com/org/a", headers=admin).json() == {"removed": "example.com/org/a"}
     assert client.get("/.api/repos/example.com/org/a", headers=admin).status_code == 404
+
+
+def test_rest_lookups_suggest_and_bound_the_query(client: TestClient, runtime: Runtime, sample_source: Path) -> None:
+    register_local_repo(runtime, sample_source, "local/team/sample")
+    client.headers.update(user_headers(runtime, "alice"))
+    missing = client.get("/.api/repos/sample/-/files")
+    assert missing.status_code == 404
+    assert missing.json()["error"]["message"] == "repository 'sample' not found; did you mean local/team/sample?"
+    # Before: SQLite's "LIKE or GLOB pattern too complex" surfaced as an internal error.
+    long = client.get("/.api/repos", params={"query": "x" * 60_000})
+    assert long.status_code == 400
+    assert "repository names have at most 512" in long.json()["error"]["message"]

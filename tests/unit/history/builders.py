@@ -9,6 +9,7 @@ from pathlib import Path
 
 from codewell.core.actors import INTERNAL
 from codewell.history.service import HistoryService
+from codewell.history.setup import setup
 from codewell.repos.service import Repo, RepoService
 from codewell.runtime import Runtime
 
@@ -66,8 +67,6 @@ class RepoBuilder:
 
 def register(runtime: Runtime, path: Path, name: str, *, private: bool = False) -> Repo:
     """Register a local repository, clone it (which indexes it through the sync listener) and return it."""
-    from codewell.history.setup import setup
-
     setup(runtime)
     repos = runtime.get(RepoService)
     repos.add_repo(INTERNAL, str(path), name=name, private=private)
@@ -83,3 +82,29 @@ def resync(runtime: Runtime, name: str) -> None:
 
 def history(runtime: Runtime) -> HistoryService:
     return runtime.get(HistoryService)
+
+
+BIG = ("big/a.txt", "big/b.txt", "big/c.txt")
+
+
+def _lines(prefix: str, count: int) -> str:
+    return "".join(f"{prefix} line {i:04d} " + "x" * 80 + "\n" for i in range(count))
+
+
+def build_release(runtime: Runtime, tmp_path: Path) -> RepoBuilder:
+    """v1 → v2: 36 small changes and 3 files whose diffs are each larger than the output budget alone."""
+    work = RepoBuilder(tmp_path / "rel")
+    files: dict[str, str | None] = {f"small/{i:02d}.txt": "old\n" for i in range(36)}
+    files.update({name: _lines("old", 900) for name in BIG})
+    work.commit("v1", files)
+    work.git("tag", "v1")
+    changed: dict[str, str | None] = {f"small/{i:02d}.txt": "new\n" for i in range(36)}
+    # Every 10th line changes: 90 separate hunks (3 lines of context each side) per big file.
+    edited = "".join(
+        line if i % 10 else line.replace("old", "new") for i, line in enumerate(_lines("old", 900).splitlines(True))
+    )
+    changed.update(dict.fromkeys(BIG, edited))
+    work.commit("v2", changed)
+    work.git("tag", "v2")
+    register(runtime, work.path, "rel.example/r")
+    return work

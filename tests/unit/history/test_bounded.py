@@ -6,11 +6,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from alembic import command
+from sqlalchemy import delete, select
 
 from codewell.core.actors import INTERNAL
 from codewell.history import prefilter
-from codewell.history import service as service_module
-from codewell.history.indexer import MAX_WORDS_PER_COMMIT, OVERFLOW_WORD, message_words
+from codewell.history import scan as scan_module
+from codewell.history.indexer import MAX_WORDS_PER_COMMIT, OVERFLOW_WORD, CommitIndexer, message_words
+from codewell.history.models import HistoryWord, HistoryWordCommit
 from codewell.history.service import HistoryService
 from codewell.runtime import Runtime
 from tests.unit.history.builders import RepoBuilder, register
@@ -33,17 +36,17 @@ def many(runtime: Runtime, tmp_path: Path) -> RepoBuilder:
 @pytest.fixture
 def small_windows(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Tiny windows and batches so a 14-commit repository spans many of them; records each window size."""
-    monkeypatch.setattr(service_module, "FIRST_WINDOW", 2)
-    monkeypatch.setattr(service_module, "MAX_WINDOW", 4)
-    monkeypatch.setattr(service_module, "SCAN_BATCH", 1)
+    monkeypatch.setattr(scan_module, "FIRST_WINDOW", 2)
+    monkeypatch.setattr(scan_module, "MAX_WINDOW", 4)
+    monkeypatch.setattr(scan_module, "SCAN_BATCH", 1)
     sizes: list[int] = []
-    original = HistoryService._window_floor
+    original = scan_module.Scanner.window_floor
 
-    def spy(self: HistoryService, conditions: Any, upper: Any, size: int) -> Any:
+    def spy(self: scan_module.Scanner, conditions: Any, upper: Any, size: int) -> Any:
         sizes.append(size)
         return original(self, conditions, upper, size)
 
-    monkeypatch.setattr(HistoryService, "_window_floor", spy)
+    monkeypatch.setattr(scan_module.Scanner, "window_floor", spy)
     return sizes
 
 
@@ -160,7 +163,9 @@ def test_diff_search_with_the_git_prefilter_returns_identical_results(
     repo = RepoBuilder(tmp_path / "pre")
     repo.commit("add", {"m.py": "value_1 = parser_991234\nother = 1\n"}, date="2024-01-01T00:00:00Z")
     repo.commit("noise", {"n.py": "nothing here\n"}, date="2024-01-02T00:00:00Z")
-    repo.git("mv", "m.py", "moved.py")  # a rename: in-process diffs (no rename detection) show the whole file
+    # A pure rename: renames are detected (issue #22), so it adds and removes no line; git's prefilter runs
+    # with --no-renames and names it as a candidate, which the exact in-process check then drops.
+    repo.git("mv", "m.py", "moved.py")
     repo.commit("rename", {}, date="2024-01-03T00:00:00Z")
     repo.commit("drop", {"moved.py": "other = 1\n"}, date="2024-01-04T00:00:00Z")
     repo.commit("near miss", {"n.py": "value_1 = parser_99123\n"}, date="2024-01-05T00:00:00Z")
@@ -173,7 +178,7 @@ def test_diff_search_with_the_git_prefilter_returns_identical_results(
         return [(m.commit.subject, [h.body() for _, h in m.hunks]) for m in result.matches]
 
     plain = {p: run(p) for p in patterns}
-    assert [s for s, _ in plain[patterns[0]]] == ["drop", "rename", "add"]
+    assert [s for s, _ in plain[patterns[0]]] == ["drop", "add"]
     calls: list[str] = []
     original = prefilter.candidate_shas
 
@@ -182,8 +187,8 @@ def test_diff_search_with_the_git_prefilter_returns_identical_results(
         return original(mirrors, literal, *args)
 
     monkeypatch.setattr(prefilter, "candidate_shas", spy)
-    monkeypatch.setattr(service_module, "PREFILTER_AFTER", 0.0)
-    monkeypatch.setattr(service_module, "SCAN_BATCH", 1)  # later batches come from the SQL-restricted query
+    monkeypatch.setattr(scan_module, "PREFILTER_AFTER", 0.0)
+    monkeypatch.setattr(scan_module, "SCAN_BATCH", 1)  # later batches come from the SQL-restricted query
     assert {p: run(p) for p in patterns} == plain
     assert calls == [" = parser_99", "other = 1", "nothing", "parser_99"]
 
@@ -198,8 +203,6 @@ def test_new_author_and_word_ids_are_shared_only_after_commit(
     runtime: Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another indexing thread must never use an id from an uncommitted transaction (PostgreSQL FK error)."""
-    from codewell.history.indexer import CommitIndexer
-
     indexer = runtime.get(HistoryService).indexer
     seen: list[tuple[bool, bool]] = []
     original = CommitIndexer._count_authors
@@ -218,11 +221,6 @@ def test_new_author_and_word_ids_are_shared_only_after_commit(
 
 
 def test_migration_marks_messages_indexed_before_the_overflow_marker(runtime: Runtime, tmp_path: Path) -> None:
-    from alembic import command
-    from sqlalchemy import delete, select
-
-    from codewell.history.models import HistoryWord, HistoryWordCommit
-
     repo = RepoBuilder(tmp_path / "old")
     many_words = " ".join(f"w{i:03d}" for i in range(MAX_WORDS_PER_COMMIT + 50))
     repo.commit(f"release notes\n\n{many_words}", {"b": "1\n"}, date="2024-01-02T00:00:00Z")

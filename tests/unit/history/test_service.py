@@ -5,10 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from sqlalchemy import func, select
 
 from codewell.core.actors import ANONYMOUS, INTERNAL, Actor
 from codewell.core.errors import InvalidInput, NotFound
+from codewell.history.models import HistoryCommit, HistoryWordCommit
 from codewell.history.service import HistoryService
+from codewell.repos.service import RepoService
 from codewell.runtime import Runtime
 from tests.unit.history.builders import RepoBuilder, register, resync
 
@@ -292,11 +295,6 @@ def test_message_terms_are_substrings_whether_or_not_the_word_index_is_used(
 
 
 def test_removing_a_repository_drops_its_history(runtime: Runtime, world: dict[str, RepoBuilder]) -> None:
-    from sqlalchemy import func, select
-
-    from codewell.history.models import HistoryCommit, HistoryWordCommit
-    from codewell.repos.service import RepoService
-
     def counts() -> tuple[int, int]:
         with runtime.db.session() as session:
             return (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,14 +30,15 @@ def test_endpoint_membership_follows_the_availability_table(runtime: Runtime) ->
 
 def test_schemas_reject_out_of_range_arguments(runtime: Runtime) -> None:
     registry = ToolRegistry.create(runtime)
-    for name, args in [
+    cases: list[tuple[str, dict[str, Any]]] = [
         ("commit_search", {"repos": ["a"], "count": 101}),
         ("commit_search", {"repos": ["a"], "unknown": 1}),
         ("diff_search", {"pattern": "x", "repos": ["a"], "count": 51}),
         ("compare_revisions", {"repo": "a", "base": "b", "head": "c", "first": 0}),
         ("get_contributor_repos", {"authors": ["a", "b", "c", "d", "e", "f"]}),
         ("get_contributor_repos", {"authors": ["a"], "limit": 101}),
-    ]:
+    ]
+    for name, args in cases:
         tool = registry.get(name)
         assert tool is not None
         with pytest.raises(InvalidInput):

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from codewell.accounts.service import AccountService
 from codewell.core.actors import ANONYMOUS, INTERNAL
 from codewell.core.errors import InvalidInput, NotFound, PermissionDenied
 from codewell.repos.service import RepoService
@@ -63,7 +64,6 @@ def test_granted_users_and_site_admins_read_private_repos(runtime: Runtime, two_
 
 
 def test_grants_go_away_with_the_user(runtime: Runtime, two_repos: RepoService) -> None:
-    from codewell.accounts.service import AccountService
 
     carol = make_actor(runtime, "carol")
     two_repos.set_repo_users(INTERNAL, "local/secret", [carol.user_id or 0])
@@ -118,3 +118,20 @@ def test_list_repos_matches_substrings_case_insensitively_with_limits(runtime: R
     for bad in (0, 10001):
         with pytest.raises(InvalidInput, match="between 1 and 10000"):
             service.list_repos(ANONYMOUS, "", limit=bad)
+
+
+def test_did_you_mean_never_names_a_repository_the_caller_may_not_read(runtime: Runtime, sample_source: Path) -> None:
+    service = runtime.get(RepoService)
+    register_local_repo(runtime, sample_source, "local/secret", private=True)
+    register_local_repo(runtime, sample_source, "github.com/org/tool")
+    register_local_repo(runtime, sample_source, "gitlab.com/org/tool")
+    with pytest.raises(NotFound) as hidden:
+        service.get(ANONYMOUS, "secret")
+    assert "local/secret" not in f"{hidden.value.message} {hidden.value.hint}"
+    assert service.suggest(INTERNAL, "secret") == "local/secret"
+    # Two candidates: no guess.
+    assert service.suggest(INTERNAL, "tool") is None
+    assert service.suggest(INTERNAL, "org/tool") is None
+    assert service.suggest(INTERNAL, "gitlab.com/ORG/tool") == "gitlab.com/org/tool"
+    # Names longer than any repository name are simply not found (no LIKE pattern is built).
+    assert service.suggest(INTERNAL, "x" * 60_000) is None

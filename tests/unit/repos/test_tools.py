@@ -7,10 +7,11 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from codewell.core.actors import ANONYMOUS
+from codewell.core.actors import ANONYMOUS, INTERNAL
 from codewell.core.errors import InvalidInput, NotFound
 from codewell.core.tools import Endpoint, ToolContext, ToolResult
-from codewell.repos.service import Repo
+from codewell.mcp.registry import ToolRegistry
+from codewell.repos.service import Repo, RepoService
 from codewell.repos.tools import TOOLS
 from codewell.runtime import Runtime
 
@@ -53,9 +54,6 @@ def test_read_file_renders_the_reference_format(runtime: Runtime, sample: Repo) 
 
 
 def test_list_repos_renders_one_line_per_repo_and_has_more(runtime: Runtime, sample: Repo) -> None:
-    from codewell.core.actors import INTERNAL
-    from codewell.repos.service import RepoService
-
     runtime.get(RepoService).add_repo(INTERNAL, "https://github.com/org/other.git", description="Other tools")
     result = call(runtime, "list_repos", query="", limit=1)
     assert result.text == "github.com/org/other - Other tools\n\n" + (
@@ -79,19 +77,35 @@ def test_list_files_and_list_refs_render_text(runtime: Runtime, sample: Repo) ->
 @pytest.mark.parametrize(
     ("tool", "args", "message"),
     [
-        ("read_file", {"repo": "local/sample"}, "`path` is required"),
-        ("read_file", {"repo": "local/sample", "path": "README.md", "startLine": "3"}, "whole number"),
-        ("read_file", {"repo": "local/sample", "path": "README.md", "startLine": 1.5}, "whole number"),
-        ("list_refs", {"repo": "local/sample", "tagsOnly": "yes"}, "true or false"),
-        ("list_repos", {"query": "x", "limit": 0}, "between 1 and 10000"),
-        ("list_files", {"repo": 7}, "must be a string"),
+        ("read_file", {"repo": "local/sample"}, "missing required argument 'path'"),
+        ("read_file", {"repo": "local/sample", "path": "README.md", "startLine": "3"}, "type integer"),
+        ("read_file", {"repo": "local/sample", "path": "README.md", "startLine": 1.5}, "type integer"),
+        ("list_refs", {"repo": "local/sample", "tagsOnly": "yes"}, "type boolean"),
+        ("list_repos", {"query": "x", "limit": 0}, "must be >= 1"),
+        ("list_files", {"repo": 7}, "type string"),
+        ("list_repos", {"query": "x" * 60_000}, "at most 512 characters"),
     ],
 )
-def test_bad_arguments_are_invalid_input(
-    runtime: Runtime, sample: Repo, tool: str, args: dict[str, Any], message: str
+def test_bad_arguments_are_refused_by_the_schema(
+    runtime: Runtime, tool: str, args: dict[str, Any], message: str
 ) -> None:
+    # Handlers trust their validated arguments: the registry checks them against the schema first.
+    registered = ToolRegistry.create(runtime).get(tool)
+    assert registered is not None
     with pytest.raises(InvalidInput, match=message):
-        call(runtime, tool, **args)
+        registered.validator.validate(args)
+
+
+def test_whole_numbers_written_as_floats_are_accepted(runtime: Runtime, sample: Repo) -> None:
+    assert call(runtime, "read_file", repo="local/sample", path="src/util.py", startLine=2.0).text.endswith(
+        "2:     return 42"
+    )
+
+
+def test_a_list_repos_query_longer_than_any_name_is_a_clear_error(runtime: Runtime, sample: Repo) -> None:
+    # Before: SQLite answered "LIKE or GLOB pattern too complex" (an internal error) past 50,000 characters.
+    with pytest.raises(InvalidInput, match="repository names have at most 512"):
+        runtime.get(RepoService).list_repos(ANONYMOUS, "x" * 60_000)
 
 
 def test_unknown_repo_is_not_found_from_every_tool(runtime: Runtime, sample: Repo) -> None:
@@ -101,4 +115,16 @@ def test_unknown_repo_is_not_found_from_every_tool(runtime: Runtime, sample: Rep
         ("list_refs", {"repo": "x/y"}),
     ]:
         with pytest.raises(NotFound, match="repository 'x/y' not found"):
+            call(runtime, tool, **args)
+
+
+def test_a_guessed_name_gets_did_you_mean_from_every_tool(runtime: Runtime, sample: Repo) -> None:
+    # Agents guess short names (issue #22): exactly one readable repository ends with `/sample`.
+    for tool, args in [
+        ("read_file", {"repo": "sample", "path": "a"}),
+        ("list_files", {"repo": "sample"}),
+        ("list_refs", {"repo": "SAMPLE"}),
+        ("read_file", {"repo": "LOCAL/Sample", "path": "a"}),
+    ]:
+        with pytest.raises(NotFound, match=r"not found; did you mean local/sample\?"):
             call(runtime, tool, **args)
