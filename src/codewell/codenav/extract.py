@@ -1,0 +1,303 @@
+"""Symbols, identifier occurrences and imports of one source file, with tree-sitter and codenav/queries/*.scm.
+
+Pure functions of (path, bytes): they run in worker processes (parsing holds the GIL) and return plain
+data. Each query file holds two kinds of patterns, split by line: lines ending in `@reference` form the
+occurrence query (read with `captures`, the cheap path: one capture per identifier), everything else the
+definition query (read with `matches`, which pairs a definition with its `@name`):
+
+- `@definition.<kind>` on the whole definition and `@name` on its name (`type_alias` for the kind `type alias`);
+- `@container` (optional) names the container when it is not the enclosing node (a Go method's receiver);
+- `@scope` + `@name`: a container that is not a definition itself (a Rust `impl`);
+- `@import` on import statements, `@package` on a package/namespace declaration's name.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import time
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import NamedTuple
+
+from tree_sitter import Language, Node, Parser, Query, QueryCursor
+from tree_sitter_language_pack import get_language
+
+from codewell.codenav.imports import Import, parse_imports
+from codewell.codenav.languages import Grammar, grammar_of
+
+__all__ = [
+    "MAX_FILE_BYTES",
+    "PARSE_SECONDS",
+    "FileSymbols",
+    "Occurrence",
+    "Symbol",
+    "extract",
+    "skip_reason",
+]
+
+# Beyond these a file is generated or minified more often than not, and parsing it costs more than it helps.
+MAX_FILE_BYTES = 1 << 20
+MAX_LINE_CHARS = 4000
+# Each file's parse is cut off after this long (tree-sitter polls the callback while parsing).
+PARSE_SECONDS = 2.0
+
+DEFINITION, REFERENCE, IMPORT, MEMBER = "d", "r", "i", "m"
+# The byte before a member name: `.` (most languages), `>` of `->` (C, C++, PHP), `:` of `::` (C++, Rust, Ruby, PHP).
+_MEMBER_MARKS = frozenset(b".>:")
+# Files up to this size are parsed straight from memory (fastest); bigger ones through a callback that can
+# stop the parser at the deadline.
+_DIRECT_PARSE_BYTES = 256 * 1024
+# Kinds whose definitions contain others (their names form the `container` of what is inside).
+_CONTAINERS = frozenset({"class", "struct", "interface", "enum", "module", "function", "method", "scope"})
+# A function directly inside one of these is a method.
+_TYPE_CONTAINERS = frozenset({"class", "struct", "interface", "enum", "scope"})
+_CONSTANT_NAME = re.compile(r"[A-Z][A-Z0-9_]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Symbol:
+    """A definition. Lines are 1-based; columns are 1-based byte columns; ends are exclusive columns."""
+
+    name: str
+    kind: str
+    container: str  # enclosing definitions, dotted ("Outer.Inner"), or the package; "" at top level
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    def_line: int
+    def_column: int
+    def_end_line: int
+    def_end_column: int
+
+
+class Occurrence(NamedTuple):
+    """An identifier in the file. A tuple: a file holds thousands and building them is the hot loop."""
+
+    name: str
+    line: int
+    column: int
+    # "d" definition, "i" in an import, "m" member access (after `.`, `->` or `::`: `obj.name`), "r" other uses.
+    role: str
+
+
+@dataclass(slots=True)
+class FileSymbols:
+    path: str
+    language: str  # label, e.g. "Python"; "" when unsupported
+    queries: str = ""  # the query file used, e.g. "typescript" (names the import and resolution rules)
+    symbols: list[Symbol] = field(default_factory=list)
+    occurrences: list[Occurrence] = field(default_factory=list)
+    imports: list[Import] = field(default_factory=list)
+    package: str = ""
+    skipped: str = ""  # why the file was not parsed (too big, minified, timed out), else ""
+    size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    language: Language
+    definitions: Query
+    references: Query
+
+
+@cache
+def _compiled(grammar: Grammar) -> _Compiled:
+    language = get_language(grammar.ts_name)  # type: ignore[arg-type]  # names are checked by the tests
+    source = resources.files("codewell.codenav").joinpath("queries", f"{grammar.queries}.scm").read_text()
+    lines = source.splitlines()
+    refs = "\n".join(line for line in lines if line.rstrip().endswith("@reference"))
+    defs = "\n".join(line for line in lines if not line.rstrip().endswith("@reference"))
+    return _Compiled(language, Query(language, defs), Query(language, refs))
+
+
+@cache
+def _parser(grammar: Grammar) -> Parser:
+    return Parser(_compiled(grammar).language)
+
+
+def skip_reason(data: bytes) -> str:
+    """Why a file is not parsed ("" when it is): too big, binary, or minified (a very long line)."""
+    if len(data) > MAX_FILE_BYTES:
+        return f"over {MAX_FILE_BYTES >> 20} MB"
+    head = data[:8192]
+    if b"\x00" in head:
+        return "binary"
+    longest = max((len(line) for line in data[:65536].split(b"\n")), default=0)
+    if longest > MAX_LINE_CHARS:
+        return f"minified (a line of over {MAX_LINE_CHARS} characters)"
+    return ""
+
+
+def _parse(grammar: Grammar, data: bytes) -> Node | None:
+    """The syntax tree's root, or None when parsing took longer than PARSE_SECONDS."""
+    parser = _parser(grammar)
+    if len(data) <= _DIRECT_PARSE_BYTES:
+        return parser.parse(data).root_node
+    deadline = time.monotonic() + PARSE_SECONDS
+    timed_out = False
+
+    def read(offset: int, _point: object) -> bytes:
+        return data[offset : offset + 65536]
+
+    def progress(_offset: int, _has_error: bool) -> bool:
+        nonlocal timed_out
+        timed_out = time.monotonic() > deadline
+        return timed_out  # True cancels the parse
+
+    tree = parser.parse(read, progress_callback=progress)
+    if timed_out:
+        parser.reset()
+        return None
+    return tree.root_node
+
+
+def _text(data: bytes, node: Node) -> str:
+    return data[node.start_byte : node.end_byte].decode("utf-8", "replace")
+
+
+def _name(data: bytes, node: Node) -> str:
+    # Ruby's `attr_reader :radius` names the field with a symbol literal.
+    return _text(data, node).lstrip(":")
+
+
+def extract(path: str, data: bytes) -> FileSymbols:
+    """Everything codenav keeps about one file (language "" when it is not a supported language)."""
+    grammar = grammar_of(path)
+    if grammar is None:
+        return FileSymbols(path, "", size=len(data))
+    result = FileSymbols(path, grammar.label, grammar.queries, size=len(data))
+    result.skipped = skip_reason(data)
+    if result.skipped:
+        return result
+    root = _parse(grammar, data)
+    if root is None:
+        result.skipped = f"parsing took over {PARSE_SECONDS:g} s"
+        return result
+    compiled = _compiled(grammar)
+    defs, scopes, import_ranges = _definitions(compiled, root, data, result)
+    result.symbols = _with_containers(defs, scopes, result.package)
+    def_starts = {d.name_node.start_byte for d in defs}
+    import_starts = [start for start, _ in import_ranges]
+    imports_end = max((end for _, end in import_ranges), default=-1)
+    names = QueryCursor(compiled.references).captures(root).get("reference", [])
+    occurrences: list[Occurrence] = []
+    append = occurrences.append
+    for node in names:
+        start = node.start_byte
+        if start in def_starts:
+            role = DEFINITION
+        elif start < imports_end and _inside(import_ranges, import_starts, start):
+            role = IMPORT
+        elif start and data[start - 1] in _MEMBER_MARKS:
+            role = MEMBER
+        else:
+            role = REFERENCE
+        row, column = node.start_point
+        append(Occurrence(data[start : node.end_byte].decode("utf-8", "replace"), row + 1, column + 1, role))
+    result.occurrences = occurrences
+    return result
+
+
+def _inside(ranges: list[tuple[int, int]], starts: list[int], offset: int) -> bool:
+    at = bisect.bisect_right(starts, offset) - 1
+    return at >= 0 and offset < ranges[at][1]
+
+
+@dataclass(slots=True)
+class _Def:
+    name: str
+    kind: str
+    explicit_container: str
+    name_node: Node
+    node: Node
+    pattern: int
+
+
+def _definitions(
+    compiled: _Compiled, root: Node, data: bytes, result: FileSymbols
+) -> tuple[list[_Def], list[_Def], list[tuple[int, int]]]:
+    by_name: dict[int, _Def] = {}
+    scopes: list[_Def] = []
+    import_ranges: list[tuple[int, int]] = []
+    for pattern, captures in QueryCursor(compiled.definitions).matches(root):
+        if "import" in captures:
+            node = captures["import"][0]
+            import_ranges.append((node.start_byte, node.end_byte))
+            result.imports.extend(parse_imports(result.queries, _text(data, node), node.start_point[0] + 1))
+            continue
+        if "package" in captures:
+            result.package = _text(data, captures["package"][0])
+            continue
+        names = captures.get("name")
+        if not names:
+            continue
+        name_node = names[0]
+        container = captures.get("container")
+        explicit = _text(data, container[0]) if container else ""
+        if "scope" in captures:
+            scopes.append(_Def(_text(data, name_node), "scope", "", name_node, captures["scope"][0], pattern))
+            continue
+        kind_capture = next((key for key in captures if key.startswith("definition.")), None)
+        if kind_capture is None:
+            continue
+        kind = kind_capture.removeprefix("definition.").replace("_", " ")
+        previous = by_name.get(name_node.start_byte)
+        # Several patterns may match one name (a Go struct is also a type_spec): the first pattern wins.
+        if previous is None or pattern < previous.pattern:
+            by_name[name_node.start_byte] = _Def(
+                _name(data, name_node), kind, explicit, name_node, captures[kind_capture][0], pattern
+            )
+    import_ranges.sort()
+    return list(by_name.values()), scopes, import_ranges
+
+
+def _with_containers(defs: list[_Def], scopes: list[_Def], package: str) -> list[Symbol]:
+    """Symbols with their containers (from nesting) and their final kinds (method vs function, constants)."""
+    ordered = sorted([*defs, *scopes], key=lambda d: (d.node.start_byte, -d.node.end_byte, d.kind == "scope"))
+    stack: list[_Def] = []
+    out: list[Symbol] = []
+    for d in ordered:
+        while stack and stack[-1].node.end_byte <= d.node.start_byte:
+            stack.pop()
+        chain = [s for s in stack if s.node.end_byte >= d.node.end_byte]
+        kind = d.kind
+        parent = chain[-1].kind if chain else ""
+        if kind == "function" and parent in _TYPE_CONTAINERS:
+            kind = "method"
+        elif kind == "method" and not d.explicit_container and not parent:
+            kind = "function"  # a Ruby `def` at top level
+        elif kind == "variable" and not chain and _CONSTANT_NAME.fullmatch(d.name):
+            kind = "constant"
+        elif kind == "variable" and parent in _TYPE_CONTAINERS:
+            kind = "field"  # a Python class attribute
+        if kind == "field":
+            # `self.x = ...` in `__init__` belongs to the class, not to the method.
+            while chain and chain[-1].kind in ("function", "method"):
+                chain = chain[:-1]
+        container = d.explicit_container or ".".join(s.name for s in chain)
+        if not container and package and kind != "module":
+            container = package
+        if d.kind != "scope":
+            name_start, name_end = d.name_node.start_point, d.name_node.end_point
+            start, end = d.node.start_point, d.node.end_point
+            out.append(
+                Symbol(
+                    d.name,
+                    kind,
+                    container,
+                    name_start[0] + 1,
+                    name_start[1] + 1,
+                    name_end[0] + 1,
+                    name_end[1] + 1,
+                    start[0] + 1,
+                    start[1] + 1,
+                    end[0] + 1,
+                    end[1] + 1,
+                )
+            )
+        if d.kind in _CONTAINERS:
+            stack.append(d)
+    return out

@@ -1,0 +1,868 @@
+"""CodeNavService: go_to_definition and find_references over the symbol index of a repository revision.
+
+Repositories are reached through RepoService only (`resolve` checks that the actor may read them, and an
+unreadable repository is NotFound exactly like a missing one); the blobs are then read from the mirror the
+resolved repository names. Each (repository, commit) is extracted once into an index file (codenav/store.py)
+and only read afterwards: by `index_revision` when a revision is indexed, or lazily on first use.
+"""
+
+from __future__ import annotations
+
+import difflib
+import io
+import logging
+import os
+import posixpath
+import re
+import shutil
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+from typing import TYPE_CHECKING, Self
+
+import pygit2
+
+from codewell.codenav.extract import Symbol
+from codewell.codenav.languages import grammar_of
+from codewell.codenav.resolve import module_files, python_module_name
+from codewell.codenav.results import (
+    SEARCH_BASED,
+    SYNTACTIC,
+    Definition,
+    Definitions,
+    ReferenceFile,
+    References,
+)
+from codewell.codenav.store import Indexed, SymbolRow, build_index, open_index
+from codewell.core.actors import Actor
+from codewell.core.errors import InvalidInput, NotFound
+from codewell.repos.service import Repo, RepoService, clean_path
+
+if TYPE_CHECKING:
+    from codewell.runtime import Runtime
+
+__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "CodeNavService", "index_revision"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LIMIT = 10
+MAX_LIMIT = 1000
+MAX_CANDIDATES = 5
+SNIPPET_LINES = 8
+# Cross-repository lookups build the other repositories' indexes on demand only up to this many repositories.
+MAX_PROVIDER_REPOS = 50
+_SPLIT = re.compile(r"::|->|[.#\\]")
+_KIND_RANK = {
+    "class": 0,
+    "struct": 0,
+    "interface": 0,
+    "enum": 1,
+    "function": 1,
+    "type alias": 1,
+    "module": 2,
+    "method": 2,
+    "macro": 2,
+    "constant": 3,
+    "variable": 4,
+    "field": 4,
+}
+# Languages where a member is only ever reached through an object (`self.x`, `this.x`, `p->x`), never by its
+# bare name: there, a bare occurrence of a method's name is something else.
+_MEMBERS_THROUGH_OBJECTS = frozenset({"python", "javascript", "typescript", "go", "php", "rust", "c"})
+# Members of Python's built-in types (`d.items()`, `f.close()`): `obj.name` with one of these names is at least as
+# likely the built-in's as a class's of the repository, so it counts only through `self`/`Class` there.
+_PYTHON_BUILTIN_MEMBERS = frozenset(
+    name
+    for kind in (dict, list, str, bytes, set, tuple, int, float, io.TextIOWrapper, io.BufferedReader, object)
+    for name in dir(kind)
+)
+# The dotted (or `::`/`->`) chain right before a member name: `a.b.` in `a.b.name`.
+_QUALIFIER = re.compile(r"([A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*)\s*(?:\.|::|->)\s*$")
+_SCOPES = ("same file", "same package", "same repository", "other repository")
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    repo: Repo
+    revision: str
+    commit: str
+    path: str
+    index: Indexed
+    language: str
+    queries: str
+    skipped: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Hit:
+    repo: Repo
+    commit: str
+    row: SymbolRow
+    how: str
+    reason: str
+
+
+def _split_symbol(symbol: str) -> tuple[str, list[str]]:
+    text = symbol.strip()
+    if not text or len(text) > 200 or "\x00" in text or any(c.isspace() for c in text):
+        raise InvalidInput(
+            f"invalid symbol {symbol[:60]!r}",
+            hint="give an identifier as written in the file, e.g. parse or Config.load",
+        )
+    parts = [p for p in _SPLIT.split(text.removesuffix("()")) if p]
+    if not parts:
+        raise InvalidInput(f"invalid symbol {symbol!r}", hint="give an identifier, e.g. parse or Config.load")
+    return parts[-1], parts[:-1]
+
+
+def _submodule(module: str, name: str) -> str:
+    """Python's `from <module> import <name>` as a module path: `pkg.mod`, `.mod` (from `.`), `..mod`."""
+    return module + name if module.endswith(".") else f"{module}.{name}"
+
+
+def _container_matches(container: str, qualifier: list[str]) -> bool:
+    if not qualifier:
+        return False
+    return container.split(".")[-len(qualifier) :] == qualifier or container.endswith(qualifier[-1])
+
+
+class CodeNavService:
+    """Code navigation: symbols per revision, definitions and references, across readable repositories."""
+
+    def __init__(self, runtime: Runtime, root: Path) -> None:
+        self.runtime = runtime
+        self.root = root
+        self._guard = threading.Lock()
+        self._locks: dict[tuple[int, str], threading.Lock] = {}
+        self._workers: ProcessPoolExecutor | None = None
+
+    @classmethod
+    def create(cls, runtime: Runtime) -> Self:
+        return cls(runtime, runtime.settings.data_dir / "codenav")
+
+    @property
+    def repos(self) -> RepoService:
+        return self.runtime.get(RepoService)
+
+    def close(self) -> None:
+        with self._guard:
+            if self._workers is not None:
+                self._workers.shutdown(cancel_futures=True)
+                self._workers = None
+
+    def _pool(self) -> ProcessPoolExecutor | None:
+        cpus = os.cpu_count() or 1
+        if cpus < 2:
+            return None
+        with self._guard:
+            if self._workers is None:
+                # spawn: the parent holds threads and SQLite handles that a fork would copy half-way.
+                self._workers = ProcessPoolExecutor(cpus, mp_context=get_context("spawn"))
+            return self._workers
+
+    # --- index lifecycle -------------------------------------------------------------------------------
+
+    def index_file(self, repo: Repo, commit: str) -> Path:
+        return self.root / str(repo.id) / f"{commit}.sqlite"
+
+    def index_revision(self, repo: Repo, commit: str) -> Indexed:
+        """The index of `commit` of `repo`, extracted now unless it exists (one build at a time per revision)."""
+        path = self.index_file(repo, commit)
+        found = open_index(path)
+        if found is not None:
+            return found
+        with self._guard:
+            lock = self._locks.setdefault((repo.id, commit), threading.Lock())
+        with lock:
+            found = open_index(path)
+            if found is not None:
+                return found
+            stats = build_index(path, repo.mirror_path, commit, {"repo": repo.name}, self._pool())
+            log.info(
+                "symbols indexed",
+                extra={
+                    "repo": repo.name,
+                    "commit": commit,
+                    "files": stats.parsed,
+                    "bytes": stats.parsed_bytes,
+                    "skipped": len(stats.skipped),
+                    "seconds": round(stats.seconds, 3),
+                },
+            )
+        indexed = open_index(path)
+        if indexed is None:
+            raise RuntimeError(f"symbol index {path} unreadable right after it was built")
+        return indexed
+
+    def drop(self, repo: Repo) -> None:
+        """Forget every symbol index of `repo` (removal listener)."""
+        shutil.rmtree(self.root / str(repo.id), ignore_errors=True)
+
+    # --- shared steps ----------------------------------------------------------------------------------
+
+    def _target(self, actor: Actor, repo: str, path: str, revision: str | None) -> _Target:
+        clean = clean_path(path, required=True)
+        resolved = self.repos.resolve(actor, repo, revision)
+        index = self.index_revision(resolved.repo, resolved.commit)
+        row = index.file(clean)
+        if row is None:
+            if index.is_directory(clean):
+                raise InvalidInput(
+                    f"{clean!r} is a directory, not a file",
+                    hint="give the file that uses (or defines) the symbol; list_files shows a directory's files",
+                )
+            raise NotFound(
+                f"file {clean!r} not found in {repo}@{resolved.revision}",
+                hint="list_files shows what a directory contains",
+            )
+        return _Target(
+            resolved.repo, resolved.revision, resolved.commit, clean, index, row.language, row.queries, row.skipped
+        )
+
+    def _lines(self, repo: Repo, commit: str, path: str) -> list[str]:
+        try:
+            mirror = pygit2.Repository(str(repo.mirror_path))
+            blob = mirror[commit].peel(pygit2.Tree)[path]
+        except (KeyError, ValueError, pygit2.GitError):
+            return []
+        if not isinstance(blob, pygit2.Blob):
+            return []
+        # Lines as tree-sitter counts them: split at \n only (str.splitlines also splits at form feeds and others).
+        lines = blob.data.decode("utf-8", "replace").split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        return [line.removesuffix("\r") for line in lines]
+
+    def _definition(self, hit: _Hit, lines: list[str] | None = None) -> Definition:
+        s = hit.row.symbol
+        text = self._lines(hit.repo, hit.commit, hit.row.path) if lines is None else lines
+        last = min(s.def_end_line, s.def_line + SNIPPET_LINES - 1)
+        snippet = [(n, text[n - 1][:256]) for n in range(s.def_line, last + 1) if n - 1 < len(text)]
+        return Definition(
+            hit.repo.name,
+            hit.row.path,
+            hit.commit,
+            hit.row.language,
+            s.name,
+            s.kind,
+            s.container,
+            s.line,
+            s.column,
+            s.end_line,
+            s.end_column,
+            s.def_line,
+            s.def_end_line,
+            hit.how,
+            hit.reason,
+            snippet,
+        )
+
+    # --- go_to_definition --------------------------------------------------------------------------------
+
+    def go_to_definition(
+        self, actor: Actor, repo: str, path: str, symbol: str, revision: str | None = None
+    ) -> Definitions:
+        """Where `symbol`, as used in `path`, is defined: same file, imports, same repository, other repositories."""
+        name, qualifier = _split_symbol(symbol)
+        target = self._target(actor, repo, path, revision)
+        try:
+            return self._go_to_definition(actor, target, symbol, name, qualifier)
+        finally:
+            target.index.close()
+
+    def _go_to_definition(
+        self, actor: Actor, target: _Target, symbol: str, name: str, qualifier: list[str]
+    ) -> Definitions:
+        notes: list[str] = []
+        if not target.queries:
+            notes.append(f"{target.path} is not in a language codenav parses; these are search-based matches by name.")
+        elif target.skipped:
+            notes.append(f"{target.path} was not parsed ({target.skipped}); these are search-based matches by name.")
+        hits: list[_Hit] = []
+        unresolved: list[tuple[str, str]] = []
+        if target.queries and not target.skipped:
+            hits = self._same_file(target, name, qualifier)
+            # A Python local variable of some function is a weaker answer than what the file imports.
+            local_only = target.queries == "python" and all(
+                h.row.symbol.kind == "variable" and h.row.symbol.container for h in hits
+            )
+            if not hits or local_only:
+                imported, unresolved = self._through_imports(target, name, qualifier)
+                hits = imported or hits
+            if not hits and unresolved:
+                hits = self._other_repos(actor, target, name, unresolved)
+        if not hits:
+            hits = self._by_name(target, name, qualifier)
+        if not hits:
+            raise NotFound(
+                f"no definition of {symbol!r} found from {target.path}",
+                hint="check the spelling (names are case-sensitive), or try keyword_search for the name",
+            )
+        if len(hits) > 1:
+            notes.insert(0, f"{len(hits)} candidate definitions, best first.")
+        return Definitions(
+            target.repo.name,
+            target.path,
+            symbol,
+            target.commit,
+            [self._definition(h) for h in hits[:MAX_CANDIDATES]],
+            notes,
+        )
+
+    def _same_file(self, target: _Target, name: str, qualifier: list[str]) -> list[_Hit]:
+        symbols = [s for s in target.index.symbols_in(target.path) if s.name == name]
+        if qualifier:
+            matching = [s for s in symbols if _container_matches(s.container, qualifier)]
+            # `mod.name` with `mod` an import alias means the imported module, not a same-file definition.
+            if not matching and self._alias_bound(target, qualifier[0]):
+                return []
+            symbols = matching or symbols
+        # Top-level definitions first (a name used in the file most often means the module's own); of several
+        # at one level the last wins, as it does once the module has run (`X = 1` ... `X = 2`). A bare name never
+        # means a member where members are reached through objects (Python's `self.x`).
+        bare_members_last = not qualifier and target.queries in _MEMBERS_THROUGH_OBJECTS
+        symbols.sort(
+            key=lambda s: (
+                bare_members_last and s.kind in ("method", "field"),
+                s.kind in ("variable", "field") and bool(s.container),
+                s.container.count("."),
+                -s.line,
+            )
+        )
+        return [
+            _Hit(target.repo, target.commit, SymbolRow(target.path, target.language, s), SYNTACTIC, "same file")
+            for s in symbols
+        ]
+
+    def _alias_bound(self, target: _Target, alias: str) -> bool:
+        return any(i.alias == alias for i in target.index.imports_of(target.path))
+
+    def _through_imports(
+        self, target: _Target, name: str, qualifier: list[str]
+    ) -> tuple[list[_Hit], list[tuple[str, str]]]:
+        index, queries = target.index, target.queries
+        hits: list[_Hit] = []
+        unresolved: list[tuple[str, str]] = []
+        # Languages where a package spans a folder or a declared package see its names without importing them.
+        if queries == "go" and not qualifier:
+            same = [p for p in index.files_in_dir(posixpath.dirname(target.path), "go") if p != target.path]
+            hits += self._hits_in(target, name, same, [], "same package")
+        if queries in ("java", "kotlin", "csharp") and not qualifier:
+            package = index.file(target.path)
+            if package is not None and package.package:
+                same = [p for p in index.files_in_package(package.package, queries) if p != target.path]
+                hits += self._hits_in(target, name, same, [], "same package")
+        if hits:
+            return hits, unresolved
+        for imp in index.imports_of(target.path):
+            wanted, module, member = self._binding(imp.module, imp.name, imp.alias, name, qualifier, queries)
+            if wanted is None:
+                continue
+            files = module_files(index, target.path, queries, module, member)
+            if queries == "python" and member and not files:
+                files = module_files(index, target.path, queries, module)
+            if not files:
+                if not module.startswith("."):
+                    unresolved.append((module, wanted))
+                continue
+            found = self._hits_in(target, wanted, files, qualifier[1:], f"imported from {module}")
+            if not found and queries == "python":
+                found = self._python_reexport(target, wanted, files, module, depth=3)
+            hits += found
+        if not hits and queries in ("c", "cpp"):
+            # #include is a hint: the definition is in an included file, or in the file that implements it.
+            included = [
+                p
+                for imp in index.imports_of(target.path)
+                for p in module_files(index, target.path, queries, imp.module)
+            ]
+            hits += self._hits_in(target, name, included, [], "via #include")
+        return hits, unresolved
+
+    @staticmethod
+    def _binding(
+        module: str, imported: str, alias: str, name: str, qualifier: list[str], queries: str
+    ) -> tuple[str | None, str, str]:
+        """(name to look up, module to resolve, member) when this import explains `qualifier.name`, else None."""
+        if qualifier:
+            if alias != qualifier[0] and not (
+                queries == "python" and not imported and module.split(".", maxsplit=1)[0] == qualifier[0]
+            ):
+                return None, module, ""
+            if queries == "python" and not imported:
+                # `import a.b` + `a.b.name`, or `import a.b as m` + `m.name`.
+                dotted = module if alias != module.split(".", maxsplit=1)[0] else ".".join(qualifier)
+                return name, dotted, ""
+            if imported in ("", "*", "default"):
+                return name, module, ""
+            if queries == "python":
+                # `from pkg import mod` + `mod.name`: a submodule, or a class and its member.
+                return name, _submodule(module, imported), imported
+            return name, module, imported
+        if imported == "*":
+            return name, module, ""
+        if alias == name and imported not in ("", "default"):
+            return imported, module, imported
+        if alias == name and imported == "default":
+            return name, module, ""
+        return None, module, ""
+
+    def _hits_in(self, target: _Target, name: str, files: list[str], qualifier: list[str], reason: str) -> list[_Hit]:
+        if not files:
+            return []
+        rows = target.index.symbols_named(name, files)
+        rows = [
+            r
+            for r in rows
+            if r.symbol.kind != "variable" or not r.symbol.container or r.symbol.container.count(".") == 0
+        ]
+        if qualifier:
+            rows = [r for r in rows if _container_matches(r.symbol.container, qualifier)] or rows
+        order = {p: i for i, p in enumerate(files)}
+        rows.sort(key=lambda r: (order.get(r.path, 0), _KIND_RANK.get(r.symbol.kind, 5), r.symbol.line))
+        return [_Hit(target.repo, target.commit, r, SYNTACTIC, reason) for r in rows]
+
+    def _python_reexport(self, target: _Target, name: str, files: list[str], module: str, depth: int) -> list[_Hit]:
+        """`from .impl import name` in a package's __init__.py: follow the re-export (a few hops at most)."""
+        if depth == 0:
+            return []
+        for path in files:
+            for imp in target.index.imports_of(path):
+                if imp.alias != name and imp.name != "*":
+                    continue
+                wanted = name if imp.name in ("", "*") else imp.name
+                further = module_files(target.index, path, "python", imp.module)
+                found = self._hits_in(target, wanted, further, [], f"imported from {module} (re-exported)")
+                if not found:
+                    found = self._python_reexport(target, wanted, further, module, depth - 1)
+                if found:
+                    return found
+        return []
+
+    def _by_name(self, target: _Target, name: str, qualifier: list[str]) -> list[_Hit]:
+        rows = target.index.symbols_named(name)
+        if qualifier:
+            rows = [r for r in rows if _container_matches(r.symbol.container, qualifier)] or rows
+        here = posixpath.dirname(target.path)
+
+        def rank(r: SymbolRow) -> tuple[int, int, int, int, str]:
+            same_language = r.language == target.language
+            near = posixpath.dirname(r.path) == here
+            local = r.symbol.kind == "variable" and bool(r.symbol.container)
+            return (not same_language, local, not near, _KIND_RANK.get(r.symbol.kind, 5), r.path)
+
+        rows.sort(key=rank)
+        return [_Hit(target.repo, target.commit, r, SEARCH_BASED, "same repository, matched by name") for r in rows]
+
+    # --- other repositories --------------------------------------------------------------------------------
+
+    def _providers(self, actor: Actor, current: Repo, queries: str, module: str) -> Iterator[tuple[Repo, str, Indexed]]:
+        """Readable repositories (other than `current`) that provide `module`, with their indexed default branch."""
+        readable = [r for r in self.repos.readable(actor) if r.id != current.id and r.default_branch and r.cloned]
+        for repo in readable[:MAX_PROVIDER_REPOS]:
+            try:
+                commit = self.repos.resolve(actor, repo.name).commit
+                tree = pygit2.Repository(str(repo.mirror_path))[commit].peel(pygit2.Tree)
+            except (NotFound, InvalidInput, KeyError, ValueError, pygit2.GitError):
+                continue
+            if _provides(tree, queries, module):
+                yield repo, commit, self.index_revision(repo, commit)
+
+    def _other_repos(self, actor: Actor, target: _Target, name: str, unresolved: list[tuple[str, str]]) -> list[_Hit]:
+        hits: list[_Hit] = []
+        for module, wanted in unresolved:
+            for repo, commit, index in self._providers(actor, target.repo, target.queries, module):
+                files = module_files(index, "", target.queries, module)
+                rows = index.symbols_named(wanted, files)
+                rows.sort(key=lambda r: (_KIND_RANK.get(r.symbol.kind, 5), r.path))
+                index.close()
+                reason = f"imported from {module}, provided by repository {repo.name}"
+                hits += [_Hit(repo, commit, r, SYNTACTIC, reason) for r in rows]
+        return hits
+
+    # --- find_references ---------------------------------------------------------------------------------
+
+    def find_references(
+        self,
+        actor: Actor,
+        repo: str,
+        path: str,
+        symbol: str,
+        revision: str | None = None,
+        limit: int = DEFAULT_LIMIT,
+    ) -> References:
+        """References to `symbol` defined in `path`, in the files that can see it, grouped by file and ranked."""
+        if not 1 <= limit <= MAX_LIMIT:
+            raise InvalidInput(f"limit must be between 1 and {MAX_LIMIT} (got {limit})", hint="the default is 10")
+        name, qualifier = _split_symbol(symbol)
+        target = self._target(actor, repo, path, revision)
+        try:
+            return self._find_references(actor, target, symbol, name, qualifier, limit)
+        finally:
+            target.index.close()
+
+    def _find_references(
+        self, actor: Actor, target: _Target, symbol: str, name: str, qualifier: list[str], limit: int
+    ) -> References:
+        if target.skipped:
+            raise InvalidInput(
+                f"{target.path} was not parsed ({target.skipped})",
+                hint="use keyword_search for the name instead",
+            )
+        symbols = [s for s in target.index.symbols_in(target.path) if s.name == name]
+        if qualifier:
+            symbols = [s for s in symbols if _container_matches(s.container, qualifier)] or symbols
+        if not symbols:
+            names = target.index.names_in(target.path)
+            near = difflib.get_close_matches(name, names, n=5, cutoff=0.6) or names[:5]
+            hint = (
+                "names defined there include: " + ", ".join(near)
+                if near
+                else "nothing is defined there; find_references needs the file that defines the symbol"
+            )
+            if not target.queries:
+                hint = f"{target.path} is not in a language codenav parses; use keyword_search for the name"
+            raise NotFound(f"symbol {symbol!r} not found in {target.path}", hint=hint)
+        # Of several definitions of the name in the file, the top-level one is meant unless the name is qualified.
+        symbols.sort(key=lambda s: (s.kind in ("method", "field"), s.container.count("."), s.line))
+        definition = self._definition(
+            _Hit(
+                target.repo,
+                target.commit,
+                SymbolRow(target.path, target.language, symbols[0]),
+                SYNTACTIC,
+                "defined here",
+            )
+        )
+        visible, aliases = self._visible_files(target, name, symbols[0].kind)
+        # Other classes defining a member of the same name make `obj.name` on an object of unknown type ambiguous.
+        # (Deciding that per file, from what each file imports, measured P 89 % / R 94 % against 94 % / 90 %.)
+        other_definers = {
+            row.path
+            for row in target.index.symbols_named(name)
+            if symbols[0].kind in ("method", "field")
+            and row.symbol.kind in ("method", "field")
+            and (row.path, row.symbol.container) != (target.path, symbols[0].container)
+        }
+        found: list[tuple[int, Repo, str, str, list[tuple[int, int]]]] = []
+        occurrences = target.index.occurrences(name)
+        for file_path, scope in visible.items():
+            spots = self._uses(
+                target,
+                symbols[0],
+                file_path,
+                occurrences.get(file_path, []),
+                aliases.get(file_path, set()),
+                # Python and JavaScript importers see the bare name only when they import that name.
+                bare=scope < 2
+                or target.queries not in ("python", "javascript", "typescript")
+                or "" in aliases.get(file_path, set()),
+                ambiguous=bool(other_definers) or (target.queries == "python" and name in _PYTHON_BUILTIN_MEMBERS),
+            )
+            if spots:
+                found.append((scope, target.repo, target.commit, file_path, spots))
+        found += self._references_elsewhere(actor, target, name)
+        text_matches = False
+        how = SYNTACTIC
+        if not found:
+            found = self._text_matches(target, name, visible)
+            text_matches = bool(found)
+        if any(scope >= 2 for scope, *_ in found) and target.queries in ("rust", "ruby", "php", "csharp"):
+            how = SEARCH_BASED
+        found.sort(key=lambda f: (f[0], f[3]))
+        total = sum(len(f[4]) for f in found)
+        files: list[ReferenceFile] = []
+        shown = 0
+        for scope, ref_repo, commit, file_path, spots in found:
+            if shown >= limit:
+                break
+            take = sorted(spots)[: limit - shown]
+            text = self._lines(ref_repo, commit, file_path)
+            lines = [(line, col, text[line - 1][:256] if line - 1 < len(text) else "") for line, col in take]
+            files.append(ReferenceFile(ref_repo.name, file_path, commit, _SCOPES[scope], lines, len(spots)))
+            shown += len(take)
+        notes: list[str] = []
+        if text_matches:
+            notes.append(f"No identifier references to {name!r}; these lines mention it in comments or strings.")
+        if total > shown:
+            notes.append(
+                f"({total - shown} more references not shown; showing {shown} of {total}. Raise limit to see more.)"
+            )
+        return References(
+            target.repo.name,
+            target.path,
+            symbol,
+            target.commit,
+            definition,
+            files,
+            total,
+            shown,
+            how,
+            text_matches,
+            notes,
+        )
+
+    def _visible_files(  # noqa: PLR0912 - one rule per language family
+        self, target: _Target, name: str, kind: str
+    ) -> tuple[dict[str, int], dict[str, set[str]]]:
+        """Files of the same repository that can see a definition in target.path → scope rank (0 file, 1 package,
+        2 repository), and per importing file the names its imports give the defining module (`mod` of `mod.name`).
+        """
+        index, queries, path = target.index, target.queries, target.path
+        visible: dict[str, int] = {path: 0}
+        aliases: dict[str, set[str]] = {}
+        here = posixpath.dirname(path)
+        row = index.file(path)
+        if queries == "go":
+            for p in index.files_in_dir(here, "go"):
+                visible.setdefault(p, 1)
+        elif queries in ("java", "kotlin", "csharp") and row is not None and row.package:
+            for p in index.files_in_package(row.package, queries):
+                visible.setdefault(p, 1)
+        if queries in ("c", "cpp"):
+            static = kind in ("function", "variable") and self._is_static(target, name)
+            if static:
+                return visible, aliases
+            # C has one global namespace per program: every C file naming it may use it (and includes tell which).
+            for p in index.occurrences(name):
+                if p != path and grammar_of(p) is not None:
+                    visible.setdefault(p, 1 if posixpath.dirname(p) == here else 2)
+            return visible, aliases
+        if queries in ("rust", "ruby", "php", "csharp"):
+            # No import resolution for these yet: same-folder files first, then any file naming it (search-based).
+            for p in index.occurrences(name):
+                if grammar_of(p) is not None and index.file(p) is not None:
+                    visible.setdefault(p, 1 if posixpath.dirname(p) == here else 2)
+            return visible, aliases
+        stem = posixpath.basename(path).rsplit(".", 1)[0]
+        fragment = posixpath.basename(here) if stem in ("__init__", "index", "mod") or queries == "go" else stem
+        importers: set[str] = set()
+        for imp in index.imports_mentioning(fragment or stem):
+            if imp.path in visible:
+                continue
+            if path in module_files(index, imp.path, queries, imp.module, imp.name):
+                importers.add(imp.path)
+                if imp.name in (name, "*") or (imp.name == "default" and queries != "python"):
+                    # The file uses the bare name: mark it with the empty alias.
+                    aliases.setdefault(imp.path, set()).add("")
+                if imp.name == "" and imp.alias:
+                    # `import a.b` is used as `a.b.name`; `import a.b as m`, `import * as m`, Go's `m.Name` as `m.name`.
+                    unaliased = queries == "python" and imp.alias == imp.module.split(".")[0]
+                    aliases.setdefault(imp.path, set()).add(imp.module if unaliased else imp.alias)
+            elif (
+                queries == "python"
+                and imp.name not in ("", "*")
+                and path in module_files(index, imp.path, queries, _submodule(imp.module, imp.name))
+            ):
+                # `from pkg import mod` binds the module itself.
+                importers.add(imp.path)
+                aliases.setdefault(imp.path, set()).add(imp.alias)
+        for p in importers:
+            visible.setdefault(p, 2)
+        if queries == "python":
+            # One hop of re-export: files importing `name` from a module that imports it from here.
+            for imp in index.imports_mentioning(name):
+                if imp.path == path or imp.name != name:
+                    continue
+                via = module_files(index, imp.path, queries, imp.module)
+                if any(v in importers for v in via):
+                    visible.setdefault(imp.path, 2)
+                    aliases.setdefault(imp.path, set()).add("")
+        return visible, aliases
+
+    def _uses(  # noqa: PLR0912 - one branch per kind of occurrence
+        self,
+        target: _Target,
+        definition: Symbol,
+        path: str,
+        spots: list[tuple[int, int, str]],
+        aliases: set[str],
+        *,
+        bare: bool,
+        ambiguous: bool,
+    ) -> list[tuple[int, int]]:
+        """The occurrences in `path` that can mean `definition`: members through objects, others by name or module.
+
+        `ambiguous`: other classes define a member of the same name, so `obj.name` on an object of unknown type
+        is not counted; `self.name` in the class (or a subclass) and `Class.name` still are.
+        """
+        member = definition.kind in ("method", "field")
+        strict = target.queries in _MEMBERS_THROUGH_OBJECTS
+        owner_class = definition.container.split(".")[-1]
+        keep: list[tuple[int, int]] = []
+        lines: list[str] | None = None
+        classes: list[Symbol] | None = None
+        import_names: set[str] | None = None
+        for line, column, role in spots:
+            if role == "d":
+                continue
+            if member and strict and role != "m":
+                continue  # `name` alone is a local or a global there, never this member
+            if not member and not bare and role != "m":
+                continue  # this importer reaches the module, not the bare name
+            if role != "m":
+                keep.append((line, column))
+                continue
+            if lines is None:
+                lines = self._lines(target.repo, target.commit, path)
+            before = lines[line - 1].encode()[: column - 1].decode("utf-8", "replace") if line <= len(lines) else ""
+            qualifier = _QUALIFIER.search(before)
+            owner = qualifier.group(1) if qualifier else ""
+            if not member:
+                # A top-level name reached through a member access is only ours through the module's name.
+                if owner in aliases or (before.endswith("::") and target.queries != "c"):
+                    keep.append((line, column))
+                continue
+            if import_names is None:
+                import_names = self._import_names(target, path)
+            if owner.split(".")[0] in import_names:
+                continue  # `module.name`: something a module defines, not a member of a class here
+            last = owner.split(".")[-1]
+            if last == owner_class:
+                keep.append((line, column))
+                continue
+            if last in ("self", "this", "cls"):
+                if classes is None:
+                    classes = [s for s in target.index.symbols_in(path) if s.kind in ("class", "struct")]
+                enclosing = [c for c in classes if c.def_line <= line <= c.def_end_line]
+                if enclosing and self._defines_other(target, path, enclosing[-1], definition):
+                    continue  # that class has its own member of this name
+                if ambiguous and not (
+                    enclosing and self._is_or_extends(target, path, enclosing[-1], owner_class, lines)
+                ):
+                    continue
+                keep.append((line, column))
+                continue
+            if last[:1].isupper() and self._other_class_defines(target, owner, definition):
+                continue  # `OtherClass.name`: that class's own member
+            if not ambiguous:
+                keep.append((line, column))
+        return keep
+
+    @staticmethod
+    def _is_or_extends(target: _Target, path: str, cls: Symbol, owner_class: str, lines: list[str]) -> bool:
+        """Whether class `cls` is the definition's class or names it among its bases (on its header line)."""
+        if cls.name == owner_class:
+            return True
+        header = lines[cls.def_line - 1] if cls.def_line <= len(lines) else ""
+        return re.search(rf"\b{re.escape(owner_class)}\b", header) is not None
+
+    def _import_names(self, target: _Target, path: str) -> set[str]:
+        """The names a file's imports bind to modules (`os` of `import os.path`, `np` of `import numpy as np`)."""
+        names = set()
+        for imp in target.index.imports_of(path):
+            if imp.name == "" and imp.alias:
+                names.add(imp.alias.split(".")[0])
+        return names
+
+    def _other_class_defines(self, target: _Target, owner: str, definition: Symbol) -> bool:
+        """Whether `owner` (`Base`, `mod.Base`) names another class of the revision that defines this member."""
+        cls = owner.rsplit(".", maxsplit=1)[-1]
+        if cls == definition.container.split(".")[-1]:
+            return False
+        return any(row.symbol.container.split(".")[-1] == cls for row in target.index.symbols_named(definition.name))
+
+    def _defines_other(self, target: _Target, path: str, owner: Symbol, definition: Symbol) -> bool:
+        """Whether class `owner` in `path` is another class that defines a member named like `definition`."""
+        if path == target.path and owner.name == definition.container.split(".")[-1]:
+            return False
+        qualified = f"{owner.container}.{owner.name}" if owner.container else owner.name
+        return any(s.name == definition.name and s.container == qualified for s in target.index.symbols_in(path))
+
+    def _is_static(self, target: _Target, name: str) -> bool:
+        lines = self._lines(target.repo, target.commit, target.path)
+        for s in target.index.symbols_in(target.path):
+            if s.name == name and s.def_line - 1 < len(lines):
+                return lines[s.def_line - 1].lstrip().startswith("static")
+        return False
+
+    def _references_elsewhere(
+        self, actor: Actor, target: _Target, name: str
+    ) -> list[tuple[int, Repo, str, str, list[tuple[int, int]]]]:
+        """References in other readable repositories that import the module defining `name` (Python, Go)."""
+        if target.queries == "python":
+            module = python_module_name(target.path)
+        elif target.queries == "go":
+            module = ""
+            for directory, path in target.index.go_modules():
+                here = posixpath.dirname(target.path)
+                if not directory or here == directory or here.startswith(directory + "/"):
+                    rest = here[len(directory) :].lstrip("/")
+                    module = f"{path}/{rest}" if rest else path
+        else:
+            return []
+        if not module:
+            return []
+        out: list[tuple[int, Repo, str, str, list[tuple[int, int]]]] = []
+        readable = [r for r in self.repos.readable(actor) if r.id != target.repo.id and r.default_branch and r.cloned]
+        for repo in readable[:MAX_PROVIDER_REPOS]:
+            try:
+                commit = self.repos.resolve(actor, repo.name).commit
+            except (NotFound, InvalidInput):
+                continue
+            index = self.index_revision(repo, commit)
+            try:
+                importers = {
+                    imp.path
+                    for imp in index.imports_mentioning(module.rsplit(".", 1)[-1].rsplit("/", 1)[-1])
+                    if imp.module == module or (imp.module == module.rsplit(".", 1)[0] and imp.name in (name, "*"))
+                }
+                occurrences = index.occurrences(name)
+            finally:
+                index.close()
+            for p in sorted(importers):
+                spots = [(line, col) for line, col, role in occurrences.get(p, []) if role != "d"]
+                if spots:
+                    out.append((3, repo, commit, p, spots))
+        return out
+
+    def _text_matches(
+        self, target: _Target, name: str, visible: dict[str, int]
+    ) -> list[tuple[int, Repo, str, str, list[tuple[int, int]]]]:
+        word = re.compile(rf"(?<![\w$]){re.escape(name)}(?![\w$])")
+        out: list[tuple[int, Repo, str, str, list[tuple[int, int]]]] = []
+        for file_path, scope in visible.items():
+            spots: list[tuple[int, int]] = []
+            for number, line in enumerate(self._lines(target.repo, target.commit, file_path), start=1):
+                for match in word.finditer(line):
+                    spots.append((number, match.start() + 1))
+            definition_lines = {s.line for s in target.index.symbols_in(file_path) if s.name == name}
+            spots = [s for s in spots if not (file_path == target.path and s[0] in definition_lines)]
+            if spots:
+                out.append((scope, target.repo, target.commit, file_path, spots))
+        return out
+
+
+def _provides(tree: pygit2.Tree, queries: str, module: str) -> bool:
+    """Whether a repository's tree provides `module` (a Go module path, a Python top-level package, an npm name)."""
+
+    def blob(path: str) -> bytes | None:
+        try:
+            obj = tree[path]
+        except KeyError:
+            return None
+        return obj.data if isinstance(obj, pygit2.Blob) else None
+
+    if queries == "go":
+        data = blob("go.mod")
+        if data is None:
+            return False
+        for line in data.decode("utf-8", "replace").splitlines():
+            words = line.split()
+            if len(words) >= 2 and words[0] == "module":
+                path = words[1].strip('"')
+                return module == path or module.startswith(path + "/")
+        return False
+    if queries == "python":
+        top = module.split(".", maxsplit=1)[0]
+        candidates = (f"{top}/__init__.py", f"{top}.py", f"src/{top}/__init__.py", f"src/{top}.py")
+        return any(blob(c) is not None for c in candidates)
+    return False
+
+
+def index_revision(runtime: Runtime, repo: Repo, commit: str) -> None:
+    """Hook for "a repository revision was indexed": extract its symbols now (the search indexer calls this)."""
+    runtime.get(CodeNavService).index_revision(repo, commit).close()

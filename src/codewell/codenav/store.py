@@ -1,0 +1,381 @@
+"""The symbol index of one repository revision: an SQLite file built once, then only read.
+
+Layout: `<data dir>/codenav/<repo id>/<commit>.sqlite`. Tables: `files` (every blob path of the commit, its
+language, package and why it was skipped), `symbols` (definitions), `occurrences` (per file and name, the
+positions `line:column:role` joined by `;` — one row per (file, name) keeps the table a few times smaller than
+one row per occurrence), `imports` and `gomods` (module path of each go.mod). Lookups by name and by file are
+indexed, so a query reads only the rows it needs and never parses a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import json5
+import pygit2
+
+from codewell.codenav.extract import MAX_FILE_BYTES, FileSymbols, Symbol, extract
+from codewell.codenav.languages import grammar_of
+
+__all__ = ["FORMAT", "Indexed", "SymbolRow", "build_index", "open_index"]
+
+FORMAT = 1
+_SYMLINK = 0o120000
+# Files per task sent to a worker: big enough to amortize pickling, small enough to balance the workers.
+_BATCH_BYTES = 512 * 1024
+# Below this much source a revision is parsed in the calling process (starting workers costs ~1 s).
+_POOL_MIN_BYTES = 4 << 20
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE files (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, language TEXT NOT NULL,
+    queries TEXT NOT NULL, package TEXT NOT NULL, skipped TEXT NOT NULL, size INTEGER NOT NULL);
+CREATE TABLE symbols (file_id INTEGER NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL, container TEXT NOT NULL,
+    line INTEGER, col INTEGER, end_line INTEGER, end_col INTEGER,
+    def_line INTEGER, def_col INTEGER, def_end_line INTEGER, def_end_col INTEGER);
+CREATE TABLE occurrences (name TEXT NOT NULL, file_id INTEGER NOT NULL, positions TEXT NOT NULL);
+CREATE TABLE imports (file_id INTEGER NOT NULL, module TEXT NOT NULL, name TEXT NOT NULL, alias TEXT NOT NULL,
+    line INTEGER NOT NULL);
+CREATE TABLE gomods (dir TEXT NOT NULL, module TEXT NOT NULL);
+"""
+_INDEXES = """
+CREATE INDEX symbols_name ON symbols (name);
+CREATE INDEX symbols_file ON symbols (file_id);
+CREATE INDEX occurrences_name ON occurrences (name, file_id);
+CREATE INDEX imports_file ON imports (file_id);
+CREATE INDEX files_package ON files (package);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class SymbolRow:
+    path: str
+    language: str
+    symbol: Symbol
+
+
+@dataclass(frozen=True, slots=True)
+class FileRow:
+    id: int
+    path: str
+    language: str
+    queries: str
+    package: str
+    skipped: str
+
+
+@dataclass(frozen=True, slots=True)
+class ImportRow:
+    file_id: int
+    path: str
+    module: str
+    name: str
+    alias: str
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class BuildStats:
+    files: int
+    parsed: int
+    parsed_bytes: int
+    skipped: list[tuple[str, str]]
+    seconds: float
+
+
+def _walk(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str) -> Iterator[tuple[str, pygit2.Oid]]:
+    for entry in tree:
+        name = entry.name or ""
+        if entry.type_str == "tree":
+            yield from _walk(repo, repo[entry.id], f"{prefix}{name}/")  # type: ignore[arg-type]
+        elif entry.type_str == "blob" and entry.filemode != _SYMLINK:
+            yield f"{prefix}{name}", entry.id
+
+
+def extract_batch(batch: list[tuple[str, bytes]]) -> list[FileSymbols]:
+    """Worker entry point: extract every file of a batch."""
+    return [extract(path, data) for path, data in batch]
+
+
+def _batches(items: Iterable[tuple[str, bytes]]) -> Iterator[list[tuple[str, bytes]]]:
+    batch: list[tuple[str, bytes]] = []
+    size = 0
+    for item in items:
+        batch.append(item)
+        size += len(item[1])
+        if size >= _BATCH_BYTES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def _go_module(data: bytes) -> str:
+    for line in data.decode("utf-8", "replace").splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[0] == "module":
+            return words[1].strip('"')
+    return ""
+
+
+def _tsconfig_paths(data: bytes) -> str:
+    """`compilerOptions.baseUrl` and `.paths` of a tsconfig.json (JSON with comments), as JSON; "{}" if unreadable."""
+    try:
+        options = json5.loads(data.decode("utf-8", "replace")).get("compilerOptions", {})
+    except (ValueError, AttributeError):
+        return "{}"
+    if not isinstance(options, dict):
+        return "{}"
+    return json.dumps({"baseUrl": options.get("baseUrl", ""), "paths": options.get("paths", {})})
+
+
+def build_index(
+    target: Path, mirror: Path, commit: str, meta: dict[str, str], pool: ProcessPoolExecutor | None
+) -> BuildStats:
+    """Extract every supported file of `commit` and write the index to `target` atomically."""
+    started = time.monotonic()
+    repo = pygit2.Repository(str(mirror))
+    tree = repo[commit].peel(pygit2.Tree)
+    paths: list[str] = []
+    sources: list[tuple[str, bytes]] = []
+    gomods: list[tuple[str, str]] = []
+    results: list[FileSymbols] = []
+    for path, oid in _walk(repo, tree, ""):
+        paths.append(path)
+        blob = repo[oid]
+        assert isinstance(blob, pygit2.Blob)
+        if path == "go.mod" or path.endswith("/go.mod"):
+            gomods.append((path.rpartition("/")[0], _go_module(blob.data)))
+        if path == "tsconfig.json":
+            meta = {**meta, "tsconfig": _tsconfig_paths(blob.data)}
+        grammar = grammar_of(path)
+        if grammar is None:
+            continue
+        if blob.size > MAX_FILE_BYTES:
+            # Not even read: recorded as skipped like any other file extraction refuses.
+            skipped = f"over {MAX_FILE_BYTES >> 20} MB"
+            results.append(FileSymbols(path, grammar.label, grammar.queries, skipped=skipped, size=blob.size))
+            continue
+        sources.append((path, blob.data))
+    total = sum(len(data) for _, data in sources)
+    if pool is not None and total >= _POOL_MIN_BYTES:
+        for chunk in pool.map(extract_batch, _batches(sources)):
+            results.extend(chunk)
+    else:
+        results.extend(extract_batch(sources))
+    _write(target, paths, results, gomods, {**meta, "commit": commit, "format": str(FORMAT)})
+    parsed = [r for r in results if not r.skipped]
+    not_parsed = [(r.path, r.skipped) for r in results if r.skipped]
+    return BuildStats(len(paths), len(parsed), sum(r.size for r in parsed), not_parsed, time.monotonic() - started)
+
+
+def _write(
+    target: Path, paths: list[str], results: list[FileSymbols], gomods: list[tuple[str, str]], meta: dict[str, str]
+) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    db = sqlite3.connect(tmp)
+    try:
+        db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + _SCHEMA)
+        by_path = {r.path: r for r in results}
+        ids: dict[str, int] = {}
+        rows = []
+        for file_id, path in enumerate(sorted(paths), start=1):
+            ids[path] = file_id
+            r = by_path.get(path)
+            rows.append(
+                (
+                    file_id,
+                    path,
+                    r.language if r else "",
+                    r.queries if r else "",
+                    r.package if r else "",
+                    r.skipped if r else "",
+                    r.size if r else 0,
+                )
+            )
+        db.executemany("INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        db.executemany(
+            "INSERT INTO symbols VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                (
+                    ids[r.path],
+                    s.name,
+                    s.kind,
+                    s.container,
+                    s.line,
+                    s.column,
+                    s.end_line,
+                    s.end_column,
+                    s.def_line,
+                    s.def_column,
+                    s.def_end_line,
+                    s.def_end_column,
+                )
+                for r in results
+                for s in r.symbols
+            ),
+        )
+        db.executemany("INSERT INTO occurrences VALUES (?, ?, ?)", _occurrence_rows(results, ids))
+        db.executemany(
+            "INSERT INTO imports VALUES (?, ?, ?, ?, ?)",
+            ((ids[r.path], i.module, i.name, i.alias, i.line) for r in results for i in r.imports),
+        )
+        db.executemany("INSERT INTO gomods VALUES (?, ?)", gomods)
+        db.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
+        db.executescript(_INDEXES)
+        db.commit()
+    finally:
+        db.close()
+    os.replace(tmp, target)
+
+
+def _occurrence_rows(results: list[FileSymbols], ids: dict[str, int]) -> Iterator[tuple[str, int, str]]:
+    for r in results:
+        grouped: dict[str, list[str]] = {}
+        for o in r.occurrences:
+            grouped.setdefault(o.name, []).append(f"{o.line}:{o.column}:{o.role}")
+        file_id = ids[r.path]
+        for name, positions in grouped.items():
+            yield name, file_id, ";".join(positions)
+
+
+class Indexed:
+    """Read access to one revision's index (one SQLite connection; cheap to open, use and close)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        self._files: dict[int, FileRow] | None = None
+
+    def close(self) -> None:
+        self.db.close()
+
+    def meta(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def file(self, path: str) -> FileRow | None:
+        row = self.db.execute(
+            "SELECT id, path, language, queries, package, skipped FROM files WHERE path = ?", (path,)
+        ).fetchone()
+        return None if row is None else FileRow(*row)
+
+    def file_by_id(self, file_id: int) -> FileRow:
+        row = self.db.execute(
+            "SELECT id, path, language, queries, package, skipped FROM files WHERE id = ?", (file_id,)
+        ).fetchone()
+        return FileRow(*row)
+
+    def is_directory(self, path: str) -> bool:
+        prefix = path.rstrip("/") + "/"
+        row = self.db.execute(
+            "SELECT 1 FROM files WHERE path >= ? AND path < ? LIMIT 1", (prefix, prefix[:-1] + "0")
+        ).fetchone()
+        return row is not None
+
+    def paths_like(self, suffixes: Iterable[str]) -> list[str]:
+        """Paths equal to or ending in `/<suffix>` for any of `suffixes`, shortest first."""
+        found: set[str] = set()
+        for suffix in suffixes:
+            escaped = suffix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            rows = self.db.execute(
+                "SELECT path FROM files WHERE path = ? OR path LIKE ? ESCAPE '\\'", (suffix, f"%/{escaped}")
+            )
+            found.update(row[0] for row in rows)
+        return sorted(found, key=lambda p: (p.count("/"), len(p), p))
+
+    def exists(self, path: str) -> bool:
+        return self.db.execute("SELECT 1 FROM files WHERE path = ?", (path,)).fetchone() is not None
+
+    def files_in_dir(self, directory: str, queries: str) -> list[str]:
+        prefix = f"{directory}/" if directory else ""
+        rows = self.db.execute(
+            "SELECT path FROM files WHERE queries = ? AND path LIKE ? ESCAPE '\\'",
+            (queries, prefix.replace("%", "\\%").replace("_", "\\_") + "%"),
+        )
+        return [p for (p,) in rows if "/" not in p[len(prefix) :]]
+
+    def files_in_package(self, package: str, queries: str) -> list[str]:
+        rows = self.db.execute("SELECT path FROM files WHERE package = ? AND queries = ?", (package, queries))
+        return [p for (p,) in rows]
+
+    def symbols_named(self, name: str, paths: Iterable[str] | None = None) -> list[SymbolRow]:
+        sql = (
+            "SELECT f.path, f.language, s.name, s.kind, s.container, s.line, s.col, s.end_line, s.end_col, "
+            "s.def_line, s.def_col, s.def_end_line, s.def_end_col FROM symbols s JOIN files f ON f.id = s.file_id "
+            "WHERE s.name = ?"
+        )
+        rows = self.db.execute(sql, (name,)).fetchall()
+        wanted = None if paths is None else set(paths)
+        return [SymbolRow(row[0], row[1], Symbol(*row[2:])) for row in rows if wanted is None or row[0] in wanted]
+
+    def symbols_in(self, path: str) -> list[Symbol]:
+        rows = self.db.execute(
+            "SELECT s.name, s.kind, s.container, s.line, s.col, s.end_line, s.end_col, s.def_line, s.def_col, "
+            "s.def_end_line, s.def_end_col FROM symbols s JOIN files f ON f.id = s.file_id WHERE f.path = ? "
+            "ORDER BY s.line, s.col",
+            (path,),
+        )
+        return [Symbol(*row) for row in rows]
+
+    def imports_of(self, path: str) -> list[ImportRow]:
+        rows = self.db.execute(
+            "SELECT i.file_id, f.path, i.module, i.name, i.alias, i.line FROM imports i JOIN files f ON f.id = "
+            "i.file_id WHERE f.path = ? ORDER BY i.line",
+            (path,),
+        )
+        return [ImportRow(*row) for row in rows]
+
+    def imports_mentioning(self, fragment: str) -> list[ImportRow]:
+        """Imports whose module or imported name contains `fragment` (a cheap filter before exact resolution)."""
+        like = "%" + fragment.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        rows = self.db.execute(
+            "SELECT i.file_id, f.path, i.module, i.name, i.alias, i.line FROM imports i JOIN files f ON f.id = "
+            "i.file_id WHERE i.module LIKE ? ESCAPE '\\' OR i.name LIKE ? ESCAPE '\\'",
+            (like, like),
+        )
+        return [ImportRow(*row) for row in rows]
+
+    def occurrences(self, name: str) -> dict[str, list[tuple[int, int, str]]]:
+        """Path → (line, column, role) of every identifier `name` in the revision."""
+        rows = self.db.execute(
+            "SELECT f.path, o.positions FROM occurrences o JOIN files f ON f.id = o.file_id WHERE o.name = ?",
+            (name,),
+        )
+        out: dict[str, list[tuple[int, int, str]]] = {}
+        for path, positions in rows:
+            spots = out.setdefault(path, [])
+            for item in positions.split(";"):
+                line, column, role = item.split(":")
+                spots.append((int(line), int(column), role))
+        return out
+
+    def go_modules(self) -> list[tuple[str, str]]:
+        return [(d, m) for d, m in self.db.execute("SELECT dir, module FROM gomods") if m]
+
+    def names_in(self, path: str) -> list[str]:
+        return sorted({s.name for s in self.symbols_in(path)})
+
+
+def open_index(path: Path) -> Indexed | None:
+    """The index at `path`, or None when it is missing or written in another format."""
+    if not path.exists():
+        return None
+    indexed = Indexed(path)
+    try:
+        if indexed.meta("format") != str(FORMAT):
+            indexed.close()
+            return None
+    except sqlite3.DatabaseError:
+        indexed.close()
+        return None
+    return indexed
