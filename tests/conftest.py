@@ -13,12 +13,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from argon2 import profiles
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ProgrammingError
 from sqlalchemy.pool import NullPool
 from starlette.testclient import TestClient
 
+from codewell.accounts.passwords import use_hash_parameters
 from codewell.app import create_app
 from codewell.capabilities import CAPABILITIES
 from codewell.core.settings import Settings
@@ -142,6 +144,23 @@ def database_url(database_template: str, postgres_reset: PostgresReset | None, t
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(database_template, target)
     return f"sqlite:///{target}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cheap_password_hashing() -> None:
+    """argon2's cheapest parameters for every test: the default costs ~0.5 s per hash or verification on a slow
+    machine and many tests sign in. What a test checks about passwords (match, mismatch, argon2id, one verification
+    for unknown users) does not depend on the cost; a test that measures the cost asks for
+    `production_password_hashing`."""
+    use_hash_parameters(profiles.CHEAPEST)
+
+
+@pytest.fixture
+def production_password_hashing() -> Iterator[None]:
+    """The service's real argon2 parameters for one test (timing tests)."""
+    use_hash_parameters(profiles.get_default_parameters())
+    yield
+    use_hash_parameters(profiles.CHEAPEST)
 
 
 @pytest.fixture

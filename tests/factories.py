@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from codewell.accounts.service import AccountService, User
 from codewell.accounts.tokens import TokenService
+from codewell.config import SiteConfig
 from codewell.core.actors import INTERNAL, Actor
 from codewell.runtime import Runtime
 
@@ -48,7 +49,5 @@ def auth_headers(token: str) -> dict[str, str]:
 
 def set_site_config(runtime: Runtime, changes: dict[str, object]) -> None:
     """Change site config options by their dotted names (`{"auth.public": True}`), as an admin editing the file."""
-    from codewell.config import SiteConfig
-
     merged = {**runtime.config.model_dump(by_alias=True), **changes}
     runtime.site_config.write(SiteConfig.model_validate(merged))

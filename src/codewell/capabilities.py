@@ -12,6 +12,7 @@ from codewell.accounts.capability import CAPABILITY as ACCOUNTS
 from codewell.analytics.capability import CAPABILITY as ANALYTICS
 from codewell.auth.capability import CAPABILITY as AUTH
 from codewell.capability import Capability
+from codewell.codenav.capability import CAPABILITY as CODENAV
 from codewell.evaluator.capability import CAPABILITY as EVALUATOR
 from codewell.history.capability import CAPABILITY as HISTORY
 from codewell.mcp.capability import CAPABILITY as MCP
@@ -28,6 +29,7 @@ CAPABILITIES: tuple[Capability, ...] = (
     OAUTH,
     SEARCH,
     HISTORY,
+    CODENAV,
     EVALUATOR,
     MCP,
 )

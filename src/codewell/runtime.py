@@ -94,6 +94,12 @@ class Runtime:
         with self._lock:
             self._services[cls] = service
 
+    def provided(self, cls: type[Any]) -> Any:
+        """The implementation installed with `provide` for an interface (a Protocol, which `get` cannot
+        build), or None when none was installed."""
+        with self._lock:
+            return self._services.get(cls)
+
     def path(self, *parts: str) -> Path:
         """A path inside the data dir, with its parent created."""
         target = self.settings.data_dir.joinpath(*parts)

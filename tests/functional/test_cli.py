@@ -12,12 +12,14 @@ from pathlib import Path
 
 import httpx2 as httpx
 
+from tests import cliprocess
+
 CODEWELL = [sys.executable, "-m", "codewell"]
 
 
 def run(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([*CODEWELL, *args], capture_output=True, text=True, env=full_env, cwd=cwd, timeout=120)
+    return cliprocess.run(*args, env=full_env, cwd=cwd, timeout=120)
 
 
 def free_port() -> int:

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any, Self
 from sqlalchemy import select
 
 from codewell.accounts.models import AuditEntryRow
+from codewell.authz import Action, ensure
 from codewell.core.actors import Actor
-from codewell.core.errors import InvalidInput, PermissionDenied
+from codewell.core.errors import InvalidInput
 from codewell.db.base import utcnow
 
 if TYPE_CHECKING:
@@ -117,8 +118,7 @@ class AuditService:
         limit: int = 100,
     ) -> list[AuditEntry]:
         """Entries newest first, filtered; site admins only. Page with `before_id` (the last ID seen)."""
-        if not actor.site_admin:
-            raise PermissionDenied("only site admins can read the audit log")
+        ensure(actor, Action.AUDIT_READ)
         if not 1 <= limit <= MAX_AUDIT_PAGE:
             raise InvalidInput(f"limit must be between 1 and {MAX_AUDIT_PAGE}")
         query = select(AuditEntryRow).order_by(AuditEntryRow.id.desc()).limit(limit)

@@ -11,13 +11,14 @@ import sys
 import click
 
 from codewell.accounts.audit import AuditService
+from codewell.accounts.credentials import CredentialService
 from codewell.accounts.permissions import PERMISSIONS
 from codewell.accounts.roles import RoleService
 from codewell.accounts.service import AccountService
 from codewell.accounts.tokens import SCOPES, TokenService
-from codewell.auth.service import AuthService
 from codewell.clikit import handle_errors, open_runtime
 from codewell.core.actors import INTERNAL
+from codewell.db.base import utcnow
 from codewell.repos.service import RepoService
 
 
@@ -64,7 +65,7 @@ def users_create(
     )
     click.echo(f"created user {user.username} (id {user.id}, site admin: {_flag(user.site_admin)})")
     if not service_account and password is None:
-        link = runtime.get(AuthService).password_reset_link(INTERNAL, user.id)
+        link = runtime.get(CredentialService).password_reset_link(INTERNAL, user.id)
         click.echo(f"password reset link: {link}")
 
 
@@ -118,7 +119,7 @@ def users_reset_link(ctx: click.Context, username: str) -> None:
     """Print a one-time password reset link for USERNAME."""
     runtime = open_runtime(ctx)
     user = runtime.get(AccountService).get_by_username(username)
-    click.echo(runtime.get(AuthService).password_reset_link(INTERNAL, user.id))
+    click.echo(runtime.get(CredentialService).password_reset_link(INTERNAL, user.id))
 
 
 @users.command("unlock")
@@ -129,7 +130,7 @@ def users_unlock(ctx: click.Context, username: str) -> None:
     """End a sign-in lockout of USERNAME (auth.lockout) now."""
     runtime = open_runtime(ctx)
     user = runtime.get(AccountService).get_by_username(username)
-    runtime.get(AuthService).unlock(INTERNAL, user.id)
+    runtime.get(CredentialService).unlock(INTERNAL, user.id)
     click.echo(f"{user.username}: unlocked")
 
 
@@ -195,15 +196,20 @@ def tokens_create(
 
 @tokens.command("list")
 @click.argument("username")
-@click.option("--all", "include_revoked", is_flag=True, help="Include revoked tokens.")
+@click.option("--active", "only_active", is_flag=True, help="Only tokens that work now (not revoked or expired).")
+# Revoked tokens used to be hidden unless --all was given; they are listed by default now (docs/security.md).
+@click.option("--all", "_all", is_flag=True, hidden=True)
 @click.pass_context
 @handle_errors
-def tokens_list(ctx: click.Context, username: str, include_revoked: bool) -> None:
-    """List USERNAME's tokens (never the secrets)."""
+def tokens_list(ctx: click.Context, username: str, only_active: bool, _all: bool) -> None:
+    """List USERNAME's tokens with their state: active, expired or revoked (never the secrets)."""
     runtime = open_runtime(ctx)
     user = runtime.get(AccountService).get_by_username(username)
-    for t in runtime.get(TokenService).list(INTERNAL, user.id, include_revoked=include_revoked):
-        state = "revoked" if t.revoked_at else "active"
+    now = utcnow()
+    for t in runtime.get(TokenService).list(INTERNAL, user.id, include_revoked=not only_active):
+        state = t.state(now)
+        if only_active and state != "active":
+            continue
         expires = t.expires_at.date().isoformat() if t.expires_at else "never"
         used = t.last_used_at.isoformat(timespec="minutes") if t.last_used_at else "never"
         click.echo(f"{t.id:>6}  {state:<8} {' '.join(t.scopes):<26} expires {expires:<10} used {used:<16} {t.note}")

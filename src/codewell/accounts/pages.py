@@ -12,17 +12,19 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from codewell import authz
 from codewell.accounts.audit import AuditService
+from codewell.accounts.credentials import CredentialService
 from codewell.accounts.permissions import PERMISSIONS
 from codewell.accounts.roles import RoleService
 from codewell.accounts.service import AccountService
 from codewell.accounts.tokens import TokenService
 from codewell.accounts.verification import NOT_CONFIGURED, VERIFY_PATH, EmailVerificationService
-from codewell.auth.service import AuthService
+from codewell.authz import Action
 from codewell.core.actors import Actor
 from codewell.core.errors import CodewellError, Unauthenticated
 from codewell.http.csrf import verify_form
-from codewell.http.guards import require_actor, require_interactive
+from codewell.http.guards import require, require_actor
 from codewell.http.requests import form_expiry_days, form_text, runtime_of
 from codewell.http.templates import render
 from codewell.runtime import Runtime
@@ -32,7 +34,9 @@ from codewell.runtime import Runtime
 def _tokens_context(runtime: Runtime, actor: Actor) -> dict[str, Any]:
     assert actor.user_id is not None
     options = runtime.config.auth_access_tokens
-    allowed = options.allow == "all-users-create" or (options.allow == "site-admin-create" and actor.site_admin)
+    allowed = options.allow == "all-users-create" or (
+        options.allow == "site-admin-create" and authz.allowed(actor, Action.SITE_ADMIN)
+    )
     return {
         "tokens": runtime.get(TokenService).list(actor, actor.user_id),
         "can_create": allowed,
@@ -183,7 +187,7 @@ def admin_form(action: AdminAction, back: str) -> Callable[[Request], Awaitable[
     """A POST handler: CSRF check, run `action` (returns a notice), then show the admin page again."""
 
     async def handler(request: Request) -> Response:
-        actor = require_interactive(request)
+        actor = require(request, Action.SITE_ADMIN)
         form = await request.form()
         verify_form(request, form)
         runtime = runtime_of(request)
@@ -231,7 +235,7 @@ PAGES: dict[str, tuple[str, Callable[[Runtime, Actor, Request], dict[str, Any]]]
 
 def admin_page(name: str) -> Callable[[Request], Awaitable[Response]]:
     async def handler(request: Request) -> Response:
-        actor = require_interactive(request)
+        actor = require(request, Action.SITE_ADMIN)
         template, build = PAGES[name]
         context = await run_in_threadpool(build, runtime_of(request), actor, request)
         return render(request, template, notice="", error="", **context)
@@ -251,7 +255,7 @@ def _create_user(runtime: Runtime, actor: Actor, request: Request, form: FormDat
     )
     if service_account:
         return f"Created service account {user.username}; create access tokens for it with `codewell tokens create`."
-    link = runtime.get(AuthService).password_reset_link(actor, user.id)
+    link = runtime.get(CredentialService).password_reset_link(actor, user.id)
     return f"Created {user.username}. Send them this link to choose a password: {link}"
 
 
@@ -264,7 +268,8 @@ def _set_admin(runtime: Runtime, actor: Actor, request: Request, form: FormData)
 
 def _reset_link(runtime: Runtime, actor: Actor, request: Request, form: FormData) -> str:
     user = runtime.get(AccountService).get_by_username(request.path_params["username"])
-    return f"Password reset link for {user.username}: {runtime.get(AuthService).password_reset_link(actor, user.id)}"
+    link = runtime.get(CredentialService).password_reset_link(actor, user.id)
+    return f"Password reset link for {user.username}: {link}"
 
 
 def _delete_user(runtime: Runtime, actor: Actor, request: Request, form: FormData) -> str:

@@ -4,32 +4,44 @@ from __future__ import annotations
 
 import functools
 
-from argon2 import PasswordHasher
+from argon2 import Parameters, PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 
 from codewell.core.errors import InvalidInput
 
-# argon2-cffi's RFC 9106 low-memory profile (t=3, m=64 MiB, p=4): ~50 ms per hash on the reference machine.
-_HASHER = PasswordHasher()
+
+class _Hashing:
+    # argon2-cffi's RFC 9106 low-memory profile (t=3, m=64 MiB, p=4): ~50 ms per hash on the reference machine.
+    hasher = PasswordHasher()
+
+
 MAX_PASSWORD_LENGTH = 256
 
 
+def use_hash_parameters(parameters: Parameters) -> None:
+    """Hash new passwords (and the dummy) with `parameters` from now on; verification always uses the parameters
+    stored in each hash. Only the test suite calls this, with argon2's cheapest profile: a default hash costs
+    ~0.5 s on a slow machine and many tests sign in. The service always runs with the default."""
+    _Hashing.hasher = PasswordHasher.from_parameters(parameters)
+    _dummy_hash.cache_clear()
+
+
 def hash_password(password: str) -> str:
-    return _HASHER.hash(password)
+    return _Hashing.hasher.hash(password)
 
 
 @functools.cache
 def _dummy_hash() -> str:
-    return _HASHER.hash("codewell dummy password, never matches a real one")
+    return _Hashing.hasher.hash("codewell dummy password, never matches a real one")
 
 
 def verify_password(stored_hash: str | None, password: str) -> bool:
     """True when `password` matches; without a stored hash, spend one verification anyway and return False."""
     try:
         if stored_hash is None:
-            _HASHER.verify(_dummy_hash(), password + "\x00")
+            _Hashing.hasher.verify(_dummy_hash(), password + "\x00")
             return False
-        return _HASHER.verify(stored_hash, password)
+        return _Hashing.hasher.verify(stored_hash, password)
     except (VerifyMismatchError, VerificationError, InvalidHashError):
         return False
 

@@ -25,8 +25,9 @@ from codewell.accounts.permissions import (
     USER_ROLE_DEFAULTS,
     check_permission_name,
 )
+from codewell.authz import Action, ensure
 from codewell.core.actors import Actor
-from codewell.core.errors import Conflict, InvalidInput, NotFound, PermissionDenied
+from codewell.core.errors import Conflict, InvalidInput, NotFound
 
 if TYPE_CHECKING:
     from codewell.runtime import Runtime
@@ -43,11 +44,6 @@ class Role:
 
     def as_json(self) -> dict[str, object]:
         return {"id": self.id, "name": self.name, "system": self.system, "permissions": list(self.permissions)}
-
-
-def _require_admin(actor: Actor) -> None:
-    if not actor.site_admin:
-        raise PermissionDenied("only site admins can manage roles")
 
 
 def _check_role_name(name: str) -> str:
@@ -70,7 +66,7 @@ class RoleService:
 
     def add_change_listener(self, listener: Callable[[], None]) -> None:
         """Call `listener()` after every role, permission or assignment change made in this process
-        (the MCP server drops its cached MCP#ACCESS answers, so a change applies on the next request)."""
+        (authorization drops its cached role permissions, so a change applies on the next request)."""
         if listener not in self._change_listeners:
             self._change_listeners.append(listener)
 
@@ -100,16 +96,14 @@ class RoleService:
 
     def list_roles(self, actor: Actor) -> list[Role]:
         """Every role with its permissions, system roles first; any signed-in user may read them."""
-        if actor.is_anonymous:
-            raise PermissionDenied("sign in to see roles")
+        ensure(actor, Action.ROLES_READ)
         self.ensure_system_roles()
         with self.runtime.db.session() as session:
             rows = session.scalars(select(RoleRow).order_by(RoleRow.system.desc(), RoleRow.name)).all()
             return [self._role(session, row) for row in rows]
 
     def get_role(self, actor: Actor, name: str) -> Role:
-        if actor.is_anonymous:
-            raise PermissionDenied("sign in to see roles")
+        ensure(actor, Action.ROLES_READ)
         self.ensure_system_roles()
         with self.runtime.db.session() as session:
             return self._role(session, self._row(session, name))
@@ -143,7 +137,7 @@ class RoleService:
 
     def users_with_role(self, actor: Actor, name: str) -> list[str]:
         """Usernames explicitly assigned a custom role (system roles follow from user flags)."""
-        _require_admin(actor)
+        ensure(actor, Action.ROLE_MEMBERS_READ)
         self.ensure_system_roles()
         with self.runtime.db.session() as session:
             role = self._row(session, name)
@@ -158,7 +152,7 @@ class RoleService:
     # -- changes ------------------------------------------------------------------------------------------
     def create_role(self, actor: Actor, name: str, permissions: tuple[str, ...] = ()) -> Role:
         """Create a custom role; Conflict when the name is taken (case-insensitively)."""
-        _require_admin(actor)
+        ensure(actor, Action.ROLES_MANAGE)
         name = _check_role_name(name)
         perms = sorted({check_permission_name(p) for p in permissions})
         self.ensure_system_roles()
@@ -175,7 +169,7 @@ class RoleService:
         return role
 
     def rename_role(self, actor: Actor, name: str, new_name: str) -> Role:
-        _require_admin(actor)
+        ensure(actor, Action.ROLES_MANAGE)
         self.ensure_system_roles()
         new_name = _check_role_name(new_name)
         with self.runtime.db.session() as session:
@@ -195,7 +189,7 @@ class RoleService:
 
     def delete_role(self, actor: Actor, name: str) -> None:
         """Delete a custom role; its assignments go with it. System roles cannot be deleted."""
-        _require_admin(actor)
+        ensure(actor, Action.ROLES_MANAGE)
         self.ensure_system_roles()
         with self.runtime.db.session() as session:
             row = self._row(session, name)
@@ -206,7 +200,7 @@ class RoleService:
 
     def set_permission(self, actor: Actor, name: str, permission: str, *, granted: bool) -> Role:
         """Add (`granted=True`) or remove a permission from any role, `User` included; idempotent."""
-        _require_admin(actor)
+        ensure(actor, Action.ROLES_MANAGE)
         check_permission_name(permission)
         self.ensure_system_roles()
         with self.runtime.db.session() as session:
@@ -230,7 +224,7 @@ class RoleService:
 
     def set_assignment(self, actor: Actor, name: str, user_id: int, *, assigned: bool) -> None:
         """Assign or unassign a custom role to a user; idempotent. System roles follow from user flags."""
-        _require_admin(actor)
+        ensure(actor, Action.ROLES_MANAGE)
         self.ensure_system_roles()
         with self.runtime.db.session() as session:
             row = self._row(session, name)

@@ -10,15 +10,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from codewell import authz
 from codewell.accounts.audit import AuditService
+from codewell.accounts.credentials import CredentialService
 from codewell.accounts.roles import RoleService
 from codewell.accounts.service import AccountService, User
 from codewell.accounts.tokens import SCOPE_USER_ALL, TokenService
 from codewell.accounts.verification import NOT_CONFIGURED, EmailVerificationService
-from codewell.auth.service import AuthService
+from codewell.authz import Action, UserRef
 from codewell.core.actors import Actor
 from codewell.core.errors import InvalidInput
-from codewell.http.guards import require_actor, require_interactive
+from codewell.http.guards import require, require_actor
 from codewell.http.requests import json_body, runtime_of
 from codewell.repos.service import RepoService
 from codewell.runtime import Runtime
@@ -59,7 +61,7 @@ def _user_param(runtime: Runtime, request: Request) -> User:
 def _user_json(runtime: Runtime, actor: Actor, user: User) -> dict[str, Any]:
     body = user.as_json()
     body["roles"] = runtime.get(RoleService).roles_of_user(user.id, site_admin=user.site_admin)
-    if actor.site_admin or actor.user_id == user.id:
+    if authz.allowed(actor, Action.USER_READ, UserRef(user.id)):
         body["emails"] = [e.as_json() for e in runtime.get(AccountService).list_emails(actor, user.id)]
         body["emailVerificationByLink"] = runtime.get(EmailVerificationService).mail_configured()
     return body
@@ -88,7 +90,7 @@ def list_users(request: Request, runtime: Runtime) -> Any:
 
 
 def create_user(request: Request, runtime: Runtime) -> Any:
-    actor = require_interactive(request)
+    actor = require(request, Action.USERS_MANAGE)
     body = request.state.body
     user = runtime.get(AccountService).create_user(
         actor,
@@ -118,7 +120,7 @@ def update_user(request: Request, runtime: Runtime) -> Any:
     body = request.state.body
     accounts = runtime.get(AccountService)
     if "siteAdmin" in body:
-        require_interactive(request)
+        require(request, Action.USERS_MANAGE)
         user = accounts.set_site_admin(actor, user.id, _field(body, "siteAdmin", bool))
     if "username" in body:
         user = accounts.set_username(actor, user.id, _field(body, "username", str, ""))
@@ -130,13 +132,13 @@ def update_user(request: Request, runtime: Runtime) -> Any:
 
 
 def delete_user(request: Request, runtime: Runtime) -> Any:
-    actor = require_interactive(request)
+    actor = require(request, Action.USERS_MANAGE)
     runtime.get(AccountService).delete_user(actor, _user_param(runtime, request).id)
 
 
 def reset_link(request: Request, runtime: Runtime) -> Any:
-    actor = require_interactive(request)
-    return {"url": runtime.get(AuthService).password_reset_link(actor, _user_param(runtime, request).id)}
+    actor = require(request, Action.USERS_MANAGE)
+    return {"url": runtime.get(CredentialService).password_reset_link(actor, _user_param(runtime, request).id)}
 
 
 def add_email(request: Request, runtime: Runtime) -> Any:
@@ -165,7 +167,7 @@ def resend_verification(request: Request, runtime: Runtime) -> Any:
 
 
 def update_email(request: Request, runtime: Runtime) -> Any:
-    actor = require_interactive(request)
+    actor = require(request, Action.USERS_MANAGE)
     user = _user_param(runtime, request)
     verified = _field(request.state.body, "verified", bool, True)
     runtime.get(AccountService).set_email_verified(actor, user.id, request.path_params["email"], verified)
@@ -183,7 +185,7 @@ def user_repos(request: Request, runtime: Runtime) -> Any:
     user = _user_param(runtime, request)
     repos = runtime.get(RepoService)
     if request.method == "PUT":
-        require_interactive(request)
+        require(request, Action.REPOS_MANAGE)
         names = _field(request.state.body, "repos", list, [])
         if not all(isinstance(n, str) for n in names):
             raise InvalidInput("repos must be a list of repository names")
@@ -230,7 +232,7 @@ def list_roles(request: Request, runtime: Runtime) -> Any:
 
 
 def create_role(request: Request, runtime: Runtime) -> Any:
-    actor = require_interactive(request)
+    actor = require(request, Action.ROLES_MANAGE)
     body = request.state.body
     perms = _field(body, "permissions", list, [])
     role = runtime.get(RoleService).create_role(actor, _field(body, "name", str, ""), tuple(map(str, perms)))
@@ -241,30 +243,30 @@ def get_role(request: Request, runtime: Runtime) -> Any:
     actor = require_actor(request)
     roles = runtime.get(RoleService)
     body = roles.get_role(actor, request.path_params["name"]).as_json()
-    if actor.site_admin:
+    if authz.allowed(actor, Action.ROLE_MEMBERS_READ):
         body["users"] = roles.users_with_role(actor, request.path_params["name"])
     return body
 
 
 def rename_role(request: Request, runtime: Runtime) -> Any:
-    actor = require_interactive(request)
+    actor = require(request, Action.ROLES_MANAGE)
     new_name = _field(request.state.body, "name", str, "")
     return runtime.get(RoleService).rename_role(actor, request.path_params["name"], new_name).as_json()
 
 
 def delete_role(request: Request, runtime: Runtime) -> Any:
-    runtime.get(RoleService).delete_role(require_interactive(request), request.path_params["name"])
+    runtime.get(RoleService).delete_role(require(request, Action.ROLES_MANAGE), request.path_params["name"])
 
 
 def role_permission(request: Request, runtime: Runtime) -> Any:
-    actor = require_interactive(request)
+    actor = require(request, Action.ROLES_MANAGE)
     name, permission = request.path_params["name"], request.path_params["permission"]
     granted = request.method == "PUT"
     return runtime.get(RoleService).set_permission(actor, name, permission, granted=granted).as_json()
 
 
 def role_user(request: Request, runtime: Runtime) -> Any:
-    actor = require_interactive(request)
+    actor = require(request, Action.ROLES_MANAGE)
     user = runtime.get(AccountService).get_by_username(request.path_params["username"])
     assigned = request.method == "PUT"
     runtime.get(RoleService).set_assignment(actor, request.path_params["name"], user.id, assigned=assigned)

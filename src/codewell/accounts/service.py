@@ -16,10 +16,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from codewell.accounts.audit import AuditService
-from codewell.accounts.models import UserEmailRow, UserRow
+from codewell.accounts.models import SessionRow, UserEmailRow, UserRow
 from codewell.accounts.passwords import check_password_policy, hash_password
 from codewell.accounts.roles import RoleService
 from codewell.accounts.usernames import validate_username
+from codewell.authz import Action, UserRef, allowed, ensure
 from codewell.core.actors import Actor
 from codewell.core.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from codewell.db.base import utcnow
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
 
 _EMAIL = re.compile(r"^[^@\s]{1,64}@[^@\s]+\.[^@\s]+$")
 MAX_DISPLAY_NAME = 255
+# Usernames and display names are at most 255 characters, so a longer substring can match nothing; the bound
+# also keeps SQLite's LIKE from failing with "pattern too complex" (~50,000 characters).
+MAX_USER_QUERY = 255
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,16 +91,6 @@ def builtin_signup_allowed(runtime: Runtime) -> bool:
     return any(p.get("type") == "builtin" and p.get("allowSignup") is True for p in runtime.config.auth_providers)
 
 
-def _require_admin(actor: Actor, what: str) -> None:
-    if not actor.site_admin:
-        raise PermissionDenied(f"only site admins can {what}")
-
-
-def _require_self_or_admin(actor: Actor, user_id: int, what: str) -> None:
-    if not (actor.site_admin or (actor.is_user and actor.user_id == user_id)):
-        raise PermissionDenied(f"only the user themself or a site admin can {what}")
-
-
 class AccountService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -138,10 +132,14 @@ class AccountService:
 
     def list_users(self, actor: Actor, query: str = "", limit: int = 100, offset: int = 0) -> list[User]:
         """Users ordered by username, optionally filtered by a username/display-name substring; signed-in only."""
-        if actor.is_anonymous:
-            raise PermissionDenied("sign in to list users")
+        ensure(actor, Action.USERS_READ)
         if not 1 <= limit <= 10000:
             raise InvalidInput("limit must be between 1 and 10000")
+        if len(query) > MAX_USER_QUERY:
+            raise InvalidInput(
+                f"the user search query is longer than {MAX_USER_QUERY} characters",
+                hint=f"usernames and display names are at most {MAX_USER_QUERY} characters: search for a part of one",
+            )
         stmt = select(UserRow).order_by(UserRow.username).limit(limit).offset(max(offset, 0))
         if query:
             like = f"%{query.lower()}%"
@@ -154,7 +152,7 @@ class AccountService:
             return session.scalar(select(func.count()).select_from(UserRow)) or 0
 
     def list_emails(self, actor: Actor, user_id: int) -> list[Email]:
-        _require_self_or_admin(actor, user_id, "see a user's e-mail addresses")
+        ensure(actor, Action.USER_READ, UserRef(user_id))
         with self.runtime.db.session() as session:
             rows = session.scalars(
                 select(UserEmailRow).where(UserEmailRow.user_id == user_id).order_by(UserEmailRow.email)
@@ -164,7 +162,7 @@ class AccountService:
     def directory(self, actor: Actor) -> list[tuple[User, str]]:
         """Every user with their primary e-mail ("" when none), ordered by ID, in one query; site admins only
         (instance-wide exports such as the analytics reports, issue #9)."""
-        _require_admin(actor, "export the user directory")
+        ensure(actor, Action.USERS_EXPORT)
         # Plain columns, not ORM entities: exports read every user, and entity bookkeeping would dominate.
         u = UserRow
         stmt = (
@@ -225,7 +223,8 @@ class AccountService:
             check_password_policy(password, self.runtime.config.auth_min_password_length)
         address = normalize_email(email) if email else None
         first_user = self.count_users() == 0
-        if not first_user and not actor.site_admin:
+        manages_users = allowed(actor, Action.USERS_MANAGE)
+        if not first_user and not manages_users:
             if site_admin or service_account or email_verified:
                 raise PermissionDenied("only site admins can create site admins, service accounts or verified e-mails")
             if not builtin_signup_allowed(self.runtime):
@@ -238,7 +237,7 @@ class AccountService:
                     username=username,
                     display_name=display_name,
                     password_hash=password_hash,
-                    site_admin=site_admin or (first_user and not actor.site_admin and not service_account),
+                    site_admin=site_admin or (first_user and not manages_users and not service_account),
                     service_account=service_account,
                 )
                 session.add(row)
@@ -258,7 +257,7 @@ class AccountService:
 
     def set_site_admin(self, actor: Actor, user_id: int, site_admin: bool) -> User:
         """Promote or demote; demoting the last site admin (oneself included) is refused."""
-        _require_admin(actor, "change site admin status")
+        ensure(actor, Action.USERS_MANAGE)
         with self.runtime.db.session() as session:
             row = self._row(session, user_id)
             if row.service_account and site_admin:
@@ -275,7 +274,7 @@ class AccountService:
 
     def delete_user(self, actor: Actor, user_id: int) -> None:
         """Delete an account and everything hanging off it (tokens, sessions, e-mails, roles, repo grants)."""
-        _require_admin(actor, "delete users")
+        ensure(actor, Action.USERS_MANAGE)
         with self.runtime.db.session() as session:
             row = self._row(session, user_id)
             if row.site_admin:
@@ -286,7 +285,7 @@ class AccountService:
 
     def set_password(self, actor: Actor, user_id: int, password: str) -> None:
         """Set a new password (self or admin); existing sessions of the user are signed out."""
-        _require_self_or_admin(actor, user_id, "change a password")
+        ensure(actor, Action.USER_MANAGE, UserRef(user_id))
         self._store_password(user_id, password)
         self.audit.record("accounts.user", "passwordChanged", actor=actor, details={"userID": user_id})
 
@@ -297,7 +296,7 @@ class AccountService:
 
     def set_username(self, actor: Actor, user_id: int, username: str) -> User:
         """Rename a user (self or admin); the new name must be valid and free (case-insensitively)."""
-        _require_self_or_admin(actor, user_id, "change a username")
+        ensure(actor, Action.USER_MANAGE, UserRef(user_id))
         validate_username(username)
         with self.runtime.db.session() as session:
             row = self._row(session, user_id)
@@ -311,7 +310,7 @@ class AccountService:
         return user
 
     def set_display_name(self, actor: Actor, user_id: int, display_name: str) -> User:
-        _require_self_or_admin(actor, user_id, "change a display name")
+        ensure(actor, Action.USER_MANAGE, UserRef(user_id))
         if len(display_name) > MAX_DISPLAY_NAME:
             raise InvalidInput(f"a display name must be at most {MAX_DISPLAY_NAME} characters")
         with self.runtime.db.session() as session:
@@ -321,9 +320,9 @@ class AccountService:
 
     def add_email(self, actor: Actor, user_id: int, email: str, *, verified: bool = False) -> Email:
         """Add an address (only admins may add it as verified); Conflict when any account already has it."""
-        _require_self_or_admin(actor, user_id, "add an e-mail address")
-        if verified and not actor.site_admin:
-            raise PermissionDenied("only site admins can mark e-mail addresses verified")
+        ensure(actor, Action.USER_MANAGE, UserRef(user_id))
+        if verified:
+            ensure(actor, Action.USERS_MANAGE)
         address = normalize_email(email)
         with self.runtime.db.session() as session:
             self._row(session, user_id)
@@ -336,7 +335,7 @@ class AccountService:
         return Email(address, verified, has_primary is None)
 
     def set_email_verified(self, actor: Actor, user_id: int, email: str, verified: bool) -> None:
-        _require_admin(actor, "mark e-mail addresses verified")
+        ensure(actor, Action.USERS_MANAGE)
         address = normalize_email(email)
         with self.runtime.db.session() as session:
             row = session.scalar(
@@ -350,7 +349,7 @@ class AccountService:
         )
 
     def remove_email(self, actor: Actor, user_id: int, email: str) -> None:
-        _require_self_or_admin(actor, user_id, "remove an e-mail address")
+        ensure(actor, Action.USER_MANAGE, UserRef(user_id))
         address = normalize_email(email)
         with self.runtime.db.session() as session:
             row = session.scalar(
@@ -365,8 +364,6 @@ class AccountService:
     def _store_password(self, user_id: int, password: str) -> None:
         check_password_policy(password, self.runtime.config.auth_min_password_length)
         password_hash = hash_password(password)
-        from codewell.accounts.models import SessionRow
-
         with self.runtime.db.session() as session:
             row = self._row(session, user_id)
             if row.service_account:

@@ -20,6 +20,7 @@ from sqlalchemy import bindparam, select, update
 from codewell.accounts.audit import AuditService
 from codewell.accounts.models import AccessTokenRow, UserRow
 from codewell.accounts.service import AccountService
+from codewell.authz import Action, UserRef, allowed, ensure
 from codewell.core.actors import Actor
 from codewell.core.errors import InvalidInput, NotFound, PermissionDenied
 from codewell.db.base import utcnow
@@ -73,6 +74,14 @@ class TokenInfo:
     expires_at: datetime | None
     last_used_at: datetime | None
     revoked_at: datetime | None
+
+    def state(self, now: datetime) -> str:
+        """ "revoked", "expired" or "active": whether the token works right now, and if not, why."""
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= now:
+            return "expired"
+        return "active"
 
     def as_json(self) -> dict[str, object]:
         def iso(value: datetime | None) -> str | None:
@@ -226,7 +235,7 @@ class TokenService:
 
     def list(self, actor: Actor, user_id: int, *, include_revoked: bool = False) -> list[TokenInfo]:
         """The user's tokens, newest first (the owner or a site admin); never the secrets."""
-        self._require_owner_or_admin(actor, user_id, "list access tokens")
+        ensure(actor, Action.TOKENS_MANAGE, UserRef(user_id))
         query = select(AccessTokenRow).where(AccessTokenRow.user_id == user_id).order_by(AccessTokenRow.id.desc())
         if not include_revoked:
             query = query.where(AccessTokenRow.deleted_at.is_(None))
@@ -237,7 +246,7 @@ class TokenService:
         """One token the actor may see; NotFound for others' tokens (they read as missing)."""
         with self.runtime.db.session() as session:
             row = session.get(AccessTokenRow, token_id)
-            if row is None or not (actor.site_admin or actor.user_id == row.user_id):
+            if row is None or not allowed(actor, Action.TOKENS_MANAGE, UserRef(row.user_id)):
                 raise NotFound(f"access token {token_id} not found")
             return _info(row)
 
@@ -245,7 +254,7 @@ class TokenService:
         """Revoke (soft-delete) a token of the actor's own, or any token for a site admin; idempotent."""
         with self.runtime.db.session() as session:
             row = session.get(AccessTokenRow, token_id)
-            if row is None or not (actor.site_admin or (actor.is_user and actor.user_id == row.user_id)):
+            if row is None or not allowed(actor, Action.TOKENS_MANAGE, UserRef(row.user_id)):
                 raise NotFound(f"access token {token_id} not found", hint="list your tokens to see their IDs")
             already = row.deleted_at is not None
             if not already:
@@ -256,19 +265,14 @@ class TokenService:
         return info
 
     # -- helpers ------------------------------------------------------------------------------------------
-    @staticmethod
-    def _require_owner_or_admin(actor: Actor, user_id: int, what: str) -> None:
-        if not (actor.site_admin or (actor.is_user and actor.user_id == user_id)):
-            raise PermissionDenied(f"only the owner or a site admin can {what}")
-
     def _check_allowed(self, actor: Actor, user_id: int) -> None:
-        self._require_owner_or_admin(actor, user_id, "create access tokens for this user")
+        ensure(actor, Action.TOKENS_MANAGE, UserRef(user_id))
         allow = self.runtime.config.auth_access_tokens.allow
         if actor.is_internal:
             return
         if allow == "none":
             raise PermissionDenied("access tokens are disabled on this instance", hint="auth.accessTokens.allow")
-        if allow == "site-admin-create" and not actor.site_admin:
+        if allow == "site-admin-create" and not allowed(actor, Action.SITE_ADMIN):
             raise PermissionDenied(
                 "only site admins can create access tokens on this instance", hint="auth.accessTokens.allow"
             )
@@ -281,8 +285,8 @@ class TokenService:
         unknown = sorted(wanted - SCOPES.keys())
         if unknown:
             raise InvalidInput(f"unknown token scope {unknown[0]!r}", hint=f"scopes: {', '.join(SCOPES)}")
-        if SCOPE_SUDO in wanted and not actor.site_admin:
-            raise PermissionDenied(f"only site admins can create tokens with the {SCOPE_SUDO} scope")
+        if SCOPE_SUDO in wanted:
+            ensure(actor, Action.TOKENS_SUDO)
         return wanted
 
     def _expiry(self, expires_in_days: int | None) -> datetime | None:

@@ -23,8 +23,9 @@ from codewell.accounts.audit import AuditService
 from codewell.accounts.mail import Mailer, MailNotConfigured
 from codewell.accounts.models import EmailVerificationRow, UserEmailRow, UserRow
 from codewell.accounts.service import normalize_email
+from codewell.authz import Action, UserRef, ensure
 from codewell.core.actors import Actor
-from codewell.core.errors import CodewellError, InvalidInput, NotFound, PermissionDenied, QuotaExceeded
+from codewell.core.errors import CodewellError, InvalidInput, NotFound, QuotaExceeded
 from codewell.db.base import utcnow
 
 if TYPE_CHECKING:
@@ -81,8 +82,7 @@ class EmailVerificationService:
         Raises MailNotConfigured without SMTP, NotFound when the user has no such address, InvalidInput when it
         is already verified, QuotaExceeded within RESEND_INTERVAL of the previous link, MailDeliveryFailed when
         the relay refuses; on failure to deliver, the new code is discarded."""
-        if not (actor.site_admin or (actor.is_user and actor.user_id == user_id)):
-            raise PermissionDenied("only the user themself or a site admin can send a verification link")
+        ensure(actor, Action.USER_MANAGE, UserRef(user_id))
         mailer = Mailer.from_runtime(self.runtime)
         if mailer is None:
             raise MailNotConfigured(NOT_CONFIGURED[0], hint=NOT_CONFIGURED[1])

@@ -24,8 +24,9 @@ from sqlalchemy.orm import Session
 from codewell.accounts.audit import AuditService
 from codewell.analytics.models import CreditBucketRow, CreditUsageRow
 from codewell.analytics.rollup import upsert_increments
+from codewell.authz import Action, ensure
 from codewell.core.actors import Actor
-from codewell.core.errors import InvalidInput, PermissionDenied, QuotaExceeded, Unavailable
+from codewell.core.errors import InvalidInput, QuotaExceeded, Unavailable
 from codewell.db.base import utcnow
 
 if TYPE_CHECKING:
@@ -84,11 +85,6 @@ class _LostRace(Exception):
     """A bucket changed between reading and taking from it: roll back and try again."""
 
 
-def _require_admin(actor: Actor, what: str) -> None:
-    if not actor.site_admin:
-        raise PermissionDenied(f"only site admins can {what}")
-
-
 class CreditService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -100,7 +96,7 @@ class CreditService:
 
     def allocate(self, actor: Actor, amount: int, starts_on: date, ends_on: date, note: str = "") -> CreditBucket:
         """Create a bucket of `amount` credits usable from `starts_on` to `ends_on` (UTC, inclusive); admins only."""
-        _require_admin(actor, "allocate credits")
+        ensure(actor, Action.CREDITS_MANAGE)
         if isinstance(amount, bool) or not isinstance(amount, int) or not 0 < amount <= MAX_AMOUNT:
             raise InvalidInput(f"amount must be a whole number between 1 and {MAX_AMOUNT}")
         if ends_on < starts_on:
@@ -131,7 +127,7 @@ class CreditService:
     def list_buckets(self, actor: Actor, start: date | None = None, end: date | None = None) -> list[CreditBucket]:
         """Buckets whose active period overlaps [start, end] (each bound optional; neither: all), oldest
         start first, with their consumption by feature; site admins only."""
-        _require_admin(actor, "see credit buckets")
+        ensure(actor, Action.CREDITS_READ)
         stmt = select(CreditBucketRow)
         if start is not None:
             stmt = stmt.where(CreditBucketRow.ends_on >= start)

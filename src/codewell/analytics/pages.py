@@ -13,10 +13,11 @@ from starlette.routing import BaseRoute, Route
 from codewell.analytics.credits import CreditService
 from codewell.analytics.service import AnalyticsService, parse_date
 from codewell.analytics.tokens import AnalyticsTokenService
+from codewell.authz import Action
 from codewell.core.actors import Actor
 from codewell.core.errors import CodewellError, InvalidInput
 from codewell.http.csrf import verify_form
-from codewell.http.guards import require_actor, require_interactive
+from codewell.http.guards import require, require_actor
 from codewell.http.requests import form_expiry_days, form_text, runtime_of
 from codewell.http.templates import render
 from codewell.runtime import Runtime
@@ -72,14 +73,14 @@ async def revoke_token_page(request: Request) -> Response:
 
 
 async def credits_page(request: Request) -> Response:
-    actor = require_interactive(request)
+    actor = require(request, Action.CREDITS_MANAGE)
     runtime = runtime_of(request)
     buckets = await run_in_threadpool(runtime.get(CreditService).list_buckets, actor)
     return render(request, "analytics/credits.html", buckets=buckets, notice="", error="")
 
 
 async def allocate_page(request: Request) -> Response:
-    actor = require_interactive(request)
+    actor = require(request, Action.CREDITS_MANAGE)
     runtime = runtime_of(request)
     form = await request.form()
     verify_form(request, form)

@@ -17,9 +17,10 @@ from starlette.routing import BaseRoute, Route
 
 from codewell.analytics.credits import CreditService
 from codewell.analytics.service import AnalyticsService, ReportRequest, parse_date, parse_granularity, parse_range
-from codewell.analytics.tokens import AnalyticsTokenService, is_analytics_token
+from codewell.analytics.tokens import AnalyticsTokenService
+from codewell.authz import Action, ensure
 from codewell.core.actors import Actor
-from codewell.core.errors import InvalidInput, PermissionDenied, Unauthenticated
+from codewell.core.errors import InvalidInput
 from codewell.http.requests import actor_of, json_body, runtime_of
 from codewell.runtime import Runtime
 
@@ -30,21 +31,14 @@ CSV_TYPE = "text/csv; charset=utf-8"
 def require_caller(request: Request) -> Actor:
     """The authenticated caller; Unauthenticated (401) when the request carries no valid credential."""
     actor = actor_of(request)
-    if not actor.is_user:
-        raise Unauthenticated(
-            "Missing analytics access token.", hint="send it as `Authorization: Bearer <ACCESS_TOKEN>`"
-        )
+    ensure(actor, Action.ANALYTICS_API)
     return actor
 
 
 def require_writer(request: Request) -> Actor:
     """A caller allowed to change analytics state: not through an analytics token (those only read)."""
     actor = require_caller(request)
-    if is_analytics_token(actor):
-        raise PermissionDenied(
-            "analytics access tokens are read-only",
-            hint="use the analytics pages, a session or an instance access token",
-        )
+    ensure(actor, Action.CREDITS_MANAGE)
     return actor
 
 

@@ -23,6 +23,7 @@ from codewell.accounts.service import AccountService
 from codewell.analytics.credits import CreditBucket, CreditService
 from codewell.analytics.models import UsageDailyRow, UsageUserDayRow, UsageUserMonthRow, UsageUserTotalRow
 from codewell.analytics.rollup import COUNTERS
+from codewell.authz import Action, ensure
 from codewell.core.actors import Actor
 from codewell.core.errors import InvalidInput, PermissionDenied
 
@@ -121,13 +122,18 @@ def parse_granularity(value: str | None) -> Granularity:
 def instance_host(url: str) -> tuple[str, int | None]:
     """(lower-cased host, port or None) of a URL or bare host name; InvalidInput when it has none."""
     text = url.strip()
-    parts = urlsplit(text if "://" in text else "//" + text)
     try:
+        # urlsplit itself raises on a bracketed host that is not an IPv6 address (`[127.0.0.1]:7080`),
+        # .port on a port that is not a number or is out of range.
+        parts = urlsplit(text if "://" in text else "//" + text)
         host, port = parts.hostname, parts.port
     except ValueError:
         host, port = None, None
     if not host or any(c.isspace() for c in text):
-        raise InvalidInput(f"instanceURL is not a host name or URL: {url[:80]!r}", hint="e.g. code.example.com")
+        raise InvalidInput(
+            f"instanceURL is not a host name or URL: {url[:80]!r}",
+            hint="e.g. code.example.com (IPv6 addresses go in brackets: [::1]:7080)",
+        )
     return host.lower(), port
 
 
@@ -154,19 +160,17 @@ class AnalyticsService:
         """Allow instance-wide data only for `instance_url` naming this instance's externalURL host
         (case-insensitive, scheme optional, port optional but must match) and a site admin actor.
 
-        InvalidInput (400) when instanceURL is missing or malformed, PermissionDenied (403) otherwise.
+        PermissionDenied (403) for anyone but a site admin, checked first so that a caller who may not read
+        the data learns nothing from the instanceURL checks (not even this instance's host name); then
+        InvalidInput (400) when instanceURL is missing or malformed, PermissionDenied (403) for another instance.
         """
+        ensure(actor, Action.ANALYTICS_READ)
         if instance_url is None or not instance_url.strip():
             raise InvalidInput("instanceURL is required", hint=f"pass instanceURL={self.instance_host()}")
         host, port = instance_host(instance_url)
         own_host, own_port = instance_host(self.runtime.external_url)
         if host != own_host or (port is not None and port != self._effective_port(own_port)):
             raise PermissionDenied(f"the instance {instance_url[:80]!r} is not accessible with this token")
-        if not actor.site_admin:
-            raise PermissionDenied(
-                "only site admins can read instance-wide analytics",
-                hint="use a token created by a site admin",
-            )
 
     def instance_host(self) -> str:
         return instance_host(self.runtime.external_url)[0]

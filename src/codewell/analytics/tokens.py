@@ -20,8 +20,9 @@ from sqlalchemy import select
 from codewell.accounts.audit import AuditService
 from codewell.accounts.service import AccountService
 from codewell.analytics.models import AnalyticsTokenRow
+from codewell.authz import Action, UserRef, allowed, ensure
 from codewell.core.actors import Actor
-from codewell.core.errors import InvalidInput, NotFound, PermissionDenied
+from codewell.core.errors import InvalidInput, NotFound
 from codewell.db.base import utcnow
 
 if TYPE_CHECKING:
@@ -62,11 +63,6 @@ class AnalyticsTokenInfo:
         }
 
 
-def is_analytics_token(actor: Actor) -> bool:
-    """Whether the actor authenticated with an analytics access token."""
-    return actor.via == "access_token" and SCOPE_ANALYTICS in actor.scopes
-
-
 def analytics_token_digest(raw: str) -> bytes | None:
     """SHA-256 of the token's random bytes, or None when `raw` is not shaped like an analytics token."""
     if not ANALYTICS_TOKEN_PATTERN.match(raw):
@@ -79,15 +75,12 @@ def _info(row: AnalyticsTokenRow) -> AnalyticsTokenInfo:
 
 
 def _require_manager(actor: Actor) -> int:
-    """The user ID of an actor allowed to manage analytics tokens (a user, not through an analytics token)."""
-    if not actor.is_user or actor.user_id is None:
-        raise PermissionDenied("sign in to manage analytics access tokens")
-    if is_analytics_token(actor):
-        # A leaked reporting token must not be able to mint successors that outlive its revocation.
-        raise PermissionDenied(
-            "analytics access tokens cannot manage analytics access tokens",
-            hint="use the access token page, a session or an instance access token",
-        )
+    """The user ID of an actor allowed to manage their own analytics tokens. Analytics tokens themselves
+    may not (codewell.authz credential table): a leaked reporting token must not be able to mint successors
+    that outlive its revocation."""
+    own = UserRef(actor.user_id) if actor.is_user and actor.user_id is not None else None
+    ensure(actor, Action.ANALYTICS_TOKENS_MANAGE, own)
+    assert actor.user_id is not None  # a user (anonymous callers were refused)
     return actor.user_id
 
 
@@ -113,8 +106,7 @@ class AnalyticsTokenService:
         else:
             owner = _require_manager(actor)
             if user_id is not None and user_id != owner:
-                if not actor.site_admin:
-                    raise PermissionDenied("only site admins can create analytics tokens for other users")
+                ensure(actor, Action.ANALYTICS_TOKENS_MANAGE, UserRef(user_id))
                 owner = user_id
         self.accounts.get_user(owner)  # NotFound for a missing user
         name = display_name.strip()
@@ -148,8 +140,7 @@ class AnalyticsTokenService:
         else:
             owner = _require_manager(actor)
             if user_id is not None and user_id != owner:
-                if not actor.site_admin:
-                    raise PermissionDenied("only site admins can see other users' analytics tokens")
+                ensure(actor, Action.ANALYTICS_TOKENS_MANAGE, UserRef(user_id))
                 owner = user_id
         stmt = select(AnalyticsTokenRow).where(AnalyticsTokenRow.revoked_at.is_(None))
         if owner is not None:
@@ -163,7 +154,9 @@ class AnalyticsTokenService:
         manager = None if actor.is_internal else _require_manager(actor)
         with self.runtime.db.session() as session:
             row = session.get(AnalyticsTokenRow, token_id)
-            visible = row is not None and (manager is None or actor.site_admin or row.user_id == manager)
+            visible = row is not None and (
+                manager is None or allowed(actor, Action.ANALYTICS_TOKENS_MANAGE, UserRef(row.user_id))
+            )
             if row is None or not visible or row.revoked_at is not None:
                 raise NotFound(f"analytics access token {token_id} not found")
             row.revoked_at = utcnow()

@@ -26,6 +26,7 @@ from codewell.accounts.audit import AuditService
 from codewell.accounts.service import AccountService, User, normalize_email
 from codewell.accounts.usernames import normalize_username, with_random_suffix
 from codewell.auth.models import ExternalAccountRow
+from codewell.authz import Action, UserRef, ensure
 from codewell.core.actors import INTERNAL, Actor
 from codewell.core.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from codewell.db.base import utcnow
@@ -141,16 +142,14 @@ class IdentityService:
     # -- reading ------------------------------------------------------------------------------------------
     def list_identities(self, actor: Actor, user_id: int) -> list[Identity]:
         """The identities linked to a user (the user themself or a site admin)."""
-        if not (actor.site_admin or actor.user_id == user_id):
-            raise PermissionDenied("only the user themself or a site admin can see linked accounts")
+        ensure(actor, Action.USER_READ, UserRef(user_id))
         with self.runtime.db.session() as session:
             rows = session.scalars(select(ExternalAccountRow).where(ExternalAccountRow.user_id == user_id))
             return [_identity(r) for r in rows]
 
     def token_of(self, actor: Actor, identity_id: int) -> dict[str, Any] | None:
         """The decrypted OAuth token of an identity, for repository-permission sync (INTERNAL only)."""
-        if not actor.is_internal:
-            raise PermissionDenied("provider tokens are only readable by the service itself")
+        ensure(actor, Action.IDENTITY_SECRETS_READ)
         with self.runtime.db.session() as session:
             row = session.get(ExternalAccountRow, identity_id)
             if row is None:

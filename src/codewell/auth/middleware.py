@@ -12,10 +12,13 @@ from starlette.responses import JSONResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from codewell.accounts.audit import AuditService
+from codewell.accounts.credentials import SessionInfo
 from codewell.accounts.tokens import TOKEN_PREFIX
-from codewell.auth.service import AuthService, ClientInfo, SessionInfo
+from codewell.auth.service import AuthService, ClientInfo
 from codewell.core.actors import ANONYMOUS, Actor
 from codewell.core.errors import CodewellError, InvalidInput, PermissionDenied, Unauthenticated
+from codewell.http import ops
 from codewell.http.errors import error_body
 from codewell.http.sessions import CSRF_HEADER, SESSION_COOKIE, same
 from codewell.runtime import Runtime
@@ -43,6 +46,16 @@ URL_TOKEN_REFUSED = InvalidInput(
     "Access tokens are not accepted in URLs.",
     hint="send it as `Authorization: token <token>`, and revoke this one: URLs end up in logs and browser history",
 )
+
+
+DUPLICATE_HEADER_REFUSED = InvalidInput(
+    "More than one Authorization header.",
+    hint="send exactly one Authorization header; check that a proxy in front does not add its own",
+)
+
+
+def _authorization_count(scope: Scope) -> int:
+    return sum(1 for name, _ in scope["headers"] if name.lower() == b"authorization")
 
 
 def _token_in_url(scope: Scope) -> bool:
@@ -94,12 +107,22 @@ class AuthenticationMiddleware:
         headers = _headers(scope)
         path: str = scope["path"]
         client = ClientInfo(ip=(scope.get("client") or ("", 0))[0], user_agent=headers.get("user-agent", "")[:512])
+        if _authorization_count(scope) > 1:
+            # Proxies and frameworks disagree on which copy counts (`token <user>` then `token <admin>` read
+            # as the admin here before): refuse the request rather than pick one.
+            await run_in_threadpool(self._audit_failure, client, "more than one Authorization header")
+            await _error_response(path, DUPLICATE_HEADER_REFUSED)(scope, receive, send)
+            return
         if _token_in_url(scope):
             await run_in_threadpool(auth.audit_token_in_url, client)
             await _error_response(path, URL_TOKEN_REFUSED)(scope, receive, send)
             return
+        # The scraper's secret on /metrics is no access token: the route checks it (codewell.http.ops).
+        use_header = not (
+            path == ops.METRICS_PATH and ops.metrics_credential(self.runtime.settings, headers.get("authorization"))
+        )
         try:
-            actor, session = await run_in_threadpool(self._resolve, auth, headers, client, path)
+            actor, session = await run_in_threadpool(self._resolve, auth, headers, client, path, use_header)
         except CodewellError as exc:
             challenge = auth.challenge_for(path)
             await _error_response(path, exc, challenge)(scope, receive, send)
@@ -113,11 +136,17 @@ class AuthenticationMiddleware:
             return
         await self.app(scope, receive, send)
 
+    def _audit_failure(self, client: ClientInfo, reason: str) -> None:
+        """An `auth.accessToken` / `failed` entry, as AuthService writes for a rejected header."""
+        self.runtime.get(AuditService).record(
+            "auth.accessToken", "failed", reason=reason, ip=client.ip, user_agent=client.user_agent
+        )
+
     @staticmethod
     def _resolve(
-        auth: AuthService, headers: dict[str, str], client: ClientInfo, path: str = ""
+        auth: AuthService, headers: dict[str, str], client: ClientInfo, path: str = "", use_header: bool = True
     ) -> tuple[Actor, SessionInfo | None]:
-        header = headers.get("authorization")
+        header = headers.get("authorization") if use_header else None
         if header is not None:
             actor = auth.authenticate_header(header, client)
             if actor is not None:

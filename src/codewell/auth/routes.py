@@ -9,10 +9,11 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from codewell.accounts.credentials import SESSION_LIFETIME, CredentialService
 from codewell.accounts.service import AccountService, User, builtin_signup_allowed
 from codewell.accounts.verification import EmailVerificationService
 from codewell.auth.providers.service import ExternalSignIn
-from codewell.auth.service import SESSION_LIFETIME, AuthService, ClientInfo
+from codewell.auth.service import AuthService, ClientInfo
 from codewell.core.errors import CodewellError, PermissionDenied
 from codewell.http.csrf import verify_form
 from codewell.http.requests import actor_of, form_text, runtime_of
@@ -139,18 +140,18 @@ async def sign_out(request: Request) -> Response:
 
 async def password_reset_page(request: Request) -> Response:
     runtime = runtime_of(request)
-    auth = runtime.get(AuthService)
+    credentials = runtime.get(CredentialService)
     source = request.query_params if request.method == "GET" else await request.form()
     user_id_text, code = form_text(source, "userID"), form_text(source, "code")
     user_id = int(user_id_text) if user_id_text.isdigit() else 0
-    valid = await run_in_threadpool(auth.check_reset_code, user_id, code)
+    valid = await run_in_threadpool(credentials.check_reset_code, user_id, code)
     context: dict[str, Any] = {"valid": valid, "user_id": user_id, "code": code, "error": "", "min_length": 0}
     context["min_length"] = runtime.config.auth_min_password_length
     if request.method == "GET" or not valid:
         return render(request, "auth/password_reset.html", status_code=200 if valid else 400, **context)
     verify_form(request, source)
     try:
-        await run_in_threadpool(auth.reset_password, user_id, code, form_text(source, "password"))
+        await run_in_threadpool(credentials.reset_password, user_id, code, form_text(source, "password"))
     except CodewellError as exc:
         context["error"] = exc.message
         return render(request, "auth/password_reset.html", status_code=exc.http_status, **context)

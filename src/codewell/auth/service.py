@@ -1,33 +1,30 @@
-"""Request authentication: the Authorization header, bearer resolvers, sessions, password sign-in.
+"""Request authentication: the Authorization header, bearer resolvers, session cookies, password sign-in.
 
 The middleware and the sign-in pages call this service; other capabilities register extra bearer
 resolvers (the OAuth server) and paths that anonymous callers may reach (they do their own challenge).
+What is stored about credentials (password hashes, lockout counters, session rows, reset links) belongs to
+accounts: this service signs cookies, writes audit entries with the client's address and words the errors,
+and calls `codewell.accounts.credentials.CredentialService` for the rest.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import logging
 import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Self
 
-from sqlalchemy import func, select
-
 from codewell.accounts.audit import AuditService
-from codewell.accounts.models import SessionRow, UserRow
-from codewell.accounts.passwords import verify_password
-from codewell.accounts.service import AccountService, User, to_user
+from codewell.accounts.credentials import CredentialService, Outcome, SessionInfo
+from codewell.accounts.service import AccountService, User
 from codewell.accounts.tokens import SCOPE_SUDO, SCOPE_USER_ALL, TokenService
 from codewell.auth.header import Credentials, MalformedHeader, Scheme, parse_authorization
-from codewell.auth.sessions import new_csrf_token, new_session_id, sign, unsign
+from codewell.authz import Action, allowed
 from codewell.core.actors import Actor
-from codewell.core.errors import InvalidInput, PermissionDenied, Unauthenticated
-from codewell.db.base import utcnow
+from codewell.core.errors import PermissionDenied, Unauthenticated
+from codewell.http.sessions import sign, unsign
 
 if TYPE_CHECKING:
     from codewell.runtime import Runtime
@@ -38,7 +35,6 @@ BearerResolver = Callable[[str], Actor | None]
 Challenger = Callable[[str], str | None]
 # (path, lower-cased headers, client) → the actor a trusted header names, or None (http-header provider).
 RequestResolver = Callable[[str, dict[str, str], "ClientInfo"], Actor | None]
-SESSION_LIFETIME = timedelta(days=7)
 INVALID_HEADER = "Invalid Authorization header."
 INVALID_TOKEN = "Invalid access token."
 SIGN_IN_FAILED = "Invalid username or password."
@@ -72,20 +68,14 @@ class ClientInfo:
     user_agent: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class SessionInfo:
-    id: str
-    user_id: int
-    csrf_token: str
-    expires_at: datetime
-
-
 class AuthService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.accounts = runtime.get(AccountService)
         self.tokens = runtime.get(TokenService)
         self.audit = runtime.get(AuditService)
+        # Passwords, lockouts and sessions live in accounts' tables: only accounts writes them (issue #15).
+        self.credentials = runtime.get(CredentialService)
         self._lock = threading.Lock()
         self._key: bytes | None = None
         self._resolvers: list[BearerResolver] = []
@@ -208,7 +198,7 @@ class AuthService:
             raise PermissionDenied(
                 f"The access token lacks the {SCOPE_SUDO} scope.", hint="create a token with the site-admin:sudo scope"
             )
-        if not owner.actor.site_admin:
+        if not allowed(owner.actor, Action.SUDO):
             self._audit_failure(client, "sudo by a user who is not a site admin", owner.actor)
             raise PermissionDenied(SUDO_NOT_ADMIN)
         target = self.accounts.find_by_username(credentials.sudo_user)
@@ -236,47 +226,24 @@ class AuthService:
     # -- sessions -----------------------------------------------------------------------------------------
     def start_session(self, user: User, client: ClientInfo) -> tuple[str, SessionInfo]:
         """Create a session for `user`; returns (signed cookie value, session)."""
-        row = SessionRow(
-            id=new_session_id(),
-            user_id=user.id,
-            csrf_token=new_csrf_token(),
-            expires_at=utcnow() + SESSION_LIFETIME,
-            ip=client.ip[:64],
-            user_agent=client.user_agent[:512],
-        )
-        with self.runtime.db.session() as session:
-            session.add(row)
-        info = SessionInfo(row.id, row.user_id, row.csrf_token, row.expires_at)
-        return sign(self._secret(), "session", row.id), info
+        info = self.credentials.create_session(user.id, ip=client.ip, user_agent=client.user_agent)
+        return sign(self._secret(), "session", info.id), info
 
     def session_actor(self, cookie: str) -> tuple[Actor, SessionInfo] | None:
         """The signed-in user of a session cookie, or None (bad signature, signed out, expired, deleted)."""
         session_id = unsign(self._secret(), "session", cookie)
         if session_id is None:
             return None
-        with self.runtime.db.session() as session:
-            found = session.execute(
-                select(SessionRow, UserRow)
-                .join(UserRow, UserRow.id == SessionRow.user_id)
-                .where(SessionRow.id == session_id)
-            ).first()
-            if found is None:
-                return None
-            row, user_row = found
-            if row.expires_at <= utcnow() or user_row.service_account:
-                return None
-            info = SessionInfo(row.id, row.user_id, row.csrf_token, row.expires_at)
-            user = to_user(user_row)
+        found = self.credentials.session_user(session_id)
+        if found is None:
+            return None
+        user, info = found
         return self.accounts.actor_for(user, via="session"), info
 
     def end_session(self, cookie: str) -> None:
         session_id = unsign(self._secret(), "session", cookie)
-        if session_id is None:
-            return
-        with self.runtime.db.session() as session:
-            row = session.get(SessionRow, session_id)
-            if row is not None:
-                session.delete(row)
+        if session_id is not None:
+            self.credentials.delete_session(session_id)
 
     # -- password sign-in ---------------------------------------------------------------------------------
     def builtin_enabled(self) -> bool:
@@ -288,71 +255,22 @@ class AuthService:
         nor the time tells them apart. A locked account says so only when the password was right."""
         if not self.builtin_enabled():
             raise PermissionDenied("password sign-in is disabled", hint="use one of the sign-in providers")
-        with self.runtime.db.session() as session:
-            row = session.scalar(select(UserRow).where(func.lower(UserRow.username) == username.strip().lower()))
-            stored = row.password_hash if row is not None and not row.service_account else None
-            user_id = row.id if row is not None else None
-        matches = verify_password(stored, password)
-        if user_id is None or stored is None:
-            self._sign_in_audit("failed", username, client, "unknown user or no password")
-            raise Unauthenticated(SIGN_IN_FAILED)
-        locked_for = self._locked_for(user_id)
-        if locked_for is not None:
-            self._sign_in_audit("failed", username, client, "account locked")
-            if matches:
-                minutes = max(1, math.ceil(locked_for.total_seconds() / 60))
-                raise Unauthenticated(
-                    f"Too many failed sign-in attempts: this account is locked for {minutes} more minutes.",
-                    hint="wait, or ask a site admin for a password reset link",
-                )
-            raise Unauthenticated(SIGN_IN_FAILED)
-        if not matches:
-            self._record_failure(user_id, username, client)
-            raise Unauthenticated(SIGN_IN_FAILED)
-        with self.runtime.db.session() as session:
-            user_row = session.get(UserRow, user_id)
-            assert user_row is not None
-            user_row.failed_sign_ins = 0
-            user_row.locked_until = None
-            user = to_user(user_row)
-        self._sign_in_audit("succeeded", user.username, client, "", Actor.user(user.id, user.username))
-        return user
-
-    def _locked_for(self, user_id: int) -> timedelta | None:
-        with self.runtime.db.session() as session:
-            row = session.get(UserRow, user_id)
-            until = row.locked_until if row else None
-        now = utcnow()
-        return until - now if until is not None and until > now else None
-
-    def _record_failure(self, user_id: int, username: str, client: ClientInfo) -> None:
-        lockout = self.runtime.config.auth_lockout
-        now = utcnow()
-        with self.runtime.db.session() as session:
-            row = session.get(UserRow, user_id)
-            assert row is not None
-            window_open = row.last_failed_at is not None and now - row.last_failed_at <= timedelta(
-                seconds=lockout.consecutive_period
+        check = self.credentials.check_password(username, password)
+        if check.outcome is Outcome.OK and check.user is not None:
+            user = check.user
+            self._sign_in_audit("succeeded", user.username, client, "", Actor.user(user.id, user.username))
+            return user
+        self._sign_in_audit("failed", username, client, check.outcome.value)
+        if check.locked_now:
+            threshold = self.runtime.config.auth_lockout.failed_attempt_threshold
+            self._sign_in_audit("locked", username, client, f"{threshold} failed attempts")
+        if check.locked_for is not None:
+            minutes = max(1, math.ceil(check.locked_for.total_seconds() / 60))
+            raise Unauthenticated(
+                f"Too many failed sign-in attempts: this account is locked for {minutes} more minutes.",
+                hint="wait, or ask a site admin for a password reset link",
             )
-            row.failed_sign_ins = (row.failed_sign_ins if window_open else 0) + 1
-            row.last_failed_at = now
-            locked = row.failed_sign_ins >= lockout.failed_attempt_threshold
-            if locked:
-                row.locked_until = now + timedelta(seconds=lockout.lockout_period)
-                row.failed_sign_ins = 0
-        self._sign_in_audit("failed", username, client, "wrong password")
-        if locked:
-            self._sign_in_audit("locked", username, client, f"{lockout.failed_attempt_threshold} failed attempts")
-
-    def unlock(self, actor: Actor, user_id: int) -> None:
-        if not actor.site_admin:
-            raise PermissionDenied("only site admins can unlock accounts")
-        with self.runtime.db.session() as session:
-            row = session.get(UserRow, user_id)
-            if row is not None:
-                row.locked_until = None
-                row.failed_sign_ins = 0
-        self.audit.record("auth.signIn", "unlocked", actor=actor, details={"userID": user_id})
+        raise Unauthenticated(SIGN_IN_FAILED)
 
     def _sign_in_audit(
         self, action: str, username: str, client: ClientInfo, reason: str, actor: Actor | None = None
@@ -366,38 +284,3 @@ class AuthService:
             user_agent=client.user_agent,
             details={"username": username[:255]},
         )
-
-    # -- password reset links -----------------------------------------------------------------------------
-    def password_reset_link(self, actor: Actor, user_id: int) -> str:
-        """An absolute link that lets the user set a new password once, valid for
-        auth.passwordResetLinkExpiry seconds (site admins only; it is shown to them to pass on)."""
-        if not actor.site_admin:
-            raise PermissionDenied("only site admins can create password reset links")
-        user = self.accounts.get_user(user_id)
-        if user.service_account:
-            raise InvalidInput("service accounts have no password", hint="create an access token instead")
-        expires = int(utcnow().timestamp()) + self.runtime.config.auth_password_reset_link_expiry
-        code = f"{expires}.{self._reset_mac(user_id, expires)}"
-        self.audit.record("accounts.user", "passwordResetLinkCreated", actor=actor, details={"userID": user_id})
-        return f"{self.runtime.external_url}/password-reset?userID={user_id}&code={code}"
-
-    def check_reset_code(self, user_id: int, code: str) -> bool:
-        """Whether `code` is a live reset code for the user (it dies once the password changes)."""
-        expires_text, _, mac = code.partition(".")
-        if not expires_text.isdigit() or int(expires_text) < utcnow().timestamp():
-            return False
-        return hmac.compare_digest(mac, self._reset_mac(user_id, int(expires_text)))
-
-    def reset_password(self, user_id: int, code: str, password: str) -> None:
-        if not self.check_reset_code(user_id, code):
-            raise InvalidInput(
-                "this password reset link is invalid or has expired", hint="ask a site admin for a new one"
-            )
-        self.accounts.reset_password_with_link(user_id, password)
-
-    def _reset_mac(self, user_id: int, expires: int) -> str:
-        with self.runtime.db.session() as session:
-            row = session.get(UserRow, user_id)
-            fingerprint = "missing" if row is None else (row.password_hash or "")
-        message = f"reset:{user_id}:{expires}:{fingerprint}".encode()
-        return hmac.new(self._secret(), message, hashlib.sha256).hexdigest()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,13 @@ SETTING_SPECS: tuple[SettingSpec, ...] = (
         "0",
         "Processes for CPU-heavy background work (indexing); 0 means one per core.",
     ),
+    SettingSpec(
+        "metrics_token",
+        "CODEWELL_METRICS_TOKEN",
+        "",
+        "Secret a Prometheus scraper sends as `Authorization: Bearer <token>` to read /metrics; "
+        "empty means only site admins may read it.",
+    ),
 )
 
 _CASTS: dict[str, Callable[[str], Any]] = {"port": int, "workers": int}
@@ -73,6 +80,7 @@ class Settings:
     log_format: str
     log_level: str
     workers: int
+    metrics_token: str = field(default="", repr=False)  # a secret: kept out of reprs and tracebacks
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -121,4 +129,4 @@ class Settings:
         return self.workers or (os.cpu_count() or 1)
 
     def as_dict(self) -> dict[str, str]:
-        return {f.name: str(getattr(self, f.name)) for f in fields(self)}
+        return {f.name: str(getattr(self, f.name)) for f in fields(self) if f.repr}

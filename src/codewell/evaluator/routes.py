@@ -13,7 +13,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from codewell.core.errors import InvalidInput, Unauthenticated
+from codewell.authz import Action, ensure
+from codewell.core.errors import InvalidInput
 from codewell.evaluator.service import EvaluatorService
 from codewell.http.requests import actor_of, runtime_of
 from codewell.runtime import Runtime
@@ -21,8 +22,7 @@ from codewell.runtime import Runtime
 
 async def evaluate(request: Request) -> Response:
     actor = actor_of(request)
-    if actor.is_anonymous:
-        raise Unauthenticated("sign in to run scripts", hint="send an access token: Authorization: token <token>")
+    ensure(actor, Action.SCRIPTS_RUN)
     service = runtime_of(request).get(EvaluatorService)
     # Bounded read: the script limit applies to the JSON-escaped script too (at most 6 bytes per byte).
     limit = 6 * service.limits.max_script_bytes + 1024

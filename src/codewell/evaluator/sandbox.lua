@@ -54,6 +54,7 @@ end
 return function(source, host, limits)
   local max_instructions, hook_every = limits.max_instructions, limits.hook_every
   local max_output, max_result, max_depth = limits.max_output, limits.max_result, limits.max_depth
+  local max_argument = limits.max_argument
   local cpu_deadline = os_clock() + limits.cpu_seconds
 
   -- Messages are built before the script runs: at the memory cap there may be no room to build them.
@@ -206,11 +207,24 @@ return function(source, host, limits)
     return load(chunk, chunkname or "=load", "t", chunk_env or env)
   end
 
+  -- Arguments travel to the parent in one bounded frame: an oversized one would break the pipe protocol and
+  -- kill the worker, so it is refused here with an error the script can read (and catch).
+  local function check_size(name, position, value)
+    if #value > max_argument then
+      error(string_format("bad argument #%d to '%s' (%d bytes; the limit is %d bytes)", position, name, #value,
+        max_argument), 4)
+    end
+    return value
+  end
+
   local function string_arg(name, position, value)
     if type(value) ~= "string" then
       error(string_format("bad argument #%d to '%s' (string expected, got %s)", position, name, type(value)), 3)
     end
-    return clean_utf8(value)
+    -- Checked before and after the UTF-8 repair, which writes 3 bytes for each invalid byte.
+    check_size(name, position, value)
+    local cleaned = check_size(name, position, clean_utf8(value))
+    return cleaned
   end
 
   local function line_arg(name, position, value)

@@ -37,6 +37,8 @@ class SandboxLimits:
     max_output: int = 64 * 1024
     max_result: int = 256 * 1024
     max_depth: int = 64
+    # Bytes of one string argument to search/read_file (a query is at most 16,384 characters anyway).
+    max_argument: int = 64 * 1024
     # The hook runs every `hook_every` VM instructions: small enough to stop loops promptly, large enough
     # that counting costs little.
     hook_every: int = 1000
@@ -49,6 +51,7 @@ class SandboxLimits:
             "max_output": self.max_output,
             "max_result": self.max_result,
             "max_depth": self.max_depth,
+            "max_argument": self.max_argument,
             "hook_every": self.hook_every,
         }
 

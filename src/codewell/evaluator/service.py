@@ -223,8 +223,9 @@ class EvaluatorService:
             # separately by max_memory) plus host data being converted.
             address_space=sandbox.max_memory * 2 + 256 * 1024 * 1024,
             # The outcome frame holds the result JSON as a string (escaping can double it) and the output
-            # (control characters escape to six bytes each).
-            max_frame=2 * sandbox.max_result + 6 * sandbox.max_output + 64 * 1024,
+            # (control characters escape to six bytes each); a call frame holds at most two string arguments
+            # (read_file's repo and path), each refused by the sandbox above max_argument bytes.
+            max_frame=max(2 * sandbox.max_result + 6 * sandbox.max_output, 2 * 6 * sandbox.max_argument) + 64 * 1024,
         )
 
     @classmethod

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from starlette.requests import Request
 
+from codewell import authz
+from codewell.authz import Action, Resource
 from codewell.core.actors import Actor
-from codewell.core.errors import PermissionDenied, Unauthenticated
+from codewell.core.errors import Unauthenticated
 from codewell.http.requests import actor_of
 
 
@@ -17,18 +19,9 @@ def require_actor(request: Request) -> Actor:
     return actor
 
 
-def require_site_admin(request: Request) -> Actor:
-    """The request's actor when it is a site admin; 401 for anonymous, 403 for other users."""
-    actor = require_actor(request)
-    if not actor.site_admin:
-        raise PermissionDenied("Only site admins can do this.")
-    return actor
-
-
-def require_interactive(request: Request) -> Actor:
-    """A site admin acting through a session, an access token or sudo, not an OAuth bearer token: OAuth
-    clients get read and navigation actions only (admin and role changes need a stronger credential)."""
-    actor = require_site_admin(request)
-    if actor.via == "oauth":
-        raise PermissionDenied("OAuth tokens cannot change accounts, roles or settings.")
+def require(request: Request, action: Action, resource: Resource | None = None) -> Actor:
+    """The request's actor when it may do `action` (codewell.authz.ensure: 401 for anonymous callers, 403 when
+    the user or the credential may not, e.g. an OAuth token asking for an admin change)."""
+    actor = actor_of(request)
+    authz.ensure(actor, action, resource)
     return actor

@@ -1,4 +1,4 @@
-"""Request ID, access logging and request metrics as one pure ASGI middleware."""
+"""Request ID, security headers, access logging and request metrics as one pure ASGI middleware."""
 
 from __future__ import annotations
 
@@ -8,9 +8,12 @@ import time
 import uuid
 
 from prometheus_client import Counter, Histogram
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from codewell import authz
 from codewell.core.logging import request_id_var
+from codewell.runtime import Runtime
 
 log = logging.getLogger("codewell.access")
 
@@ -23,11 +26,45 @@ LATENCY = Histogram(
 )
 _VALID_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
+# On every response. nosniff: a file served as text/plain (a repository file, a CSV) is never run as a script
+# or style. same-origin: URLs name private repositories and files, so other sites never see them as Referer.
+SECURITY_HEADERS = ((b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"same-origin"))
+# The policy of responses that bring none: nothing in them may load or run anything, or be framed. Pages
+# rendered by codewell.http.templates carry their own (with a nonce for their style block).
+DEFAULT_CSP = b"default-src 'none'; frame-ancestors 'none'; base-uri 'none'"
 
-def route_label(path: str) -> str:
-    """A low-cardinality label for metrics: the first two path segments."""
-    parts = [p for p in path.split("/") if p][:2]
-    return "/" + "/".join(parts)
+
+UNMATCHED = "unmatched"
+# Methods outside this set (clients may send any token) share one label: each label value is a series forever.
+_KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def route_label(scope: Scope) -> str:
+    """The metrics label of a served request: the template of the route that matched (`/.api/users/{username}`),
+    never the raw path, which would publish private repository names on /metrics and add a series per path.
+
+    The router records the route it dispatched to in the scope; a request refused before routing (by the
+    authentication middleware) is matched here against the app's routes. Anything else is UNMATCHED.
+    """
+    route = scope.get("route")
+    if route is None:
+        router = getattr(scope.get("app"), "router", None)
+        for candidate in getattr(router, "routes", ()):
+            if candidate.matches(scope)[0] is not Match.NONE:
+                route = candidate
+                break
+    template = getattr(route, "path_format", None)
+    return template if isinstance(template, str) and template else UNMATCHED
+
+
+def method_label(method: str) -> str:
+    return method if method in _KNOWN_METHODS else "other"
+
+
+def _runtime_of(scope: Scope) -> Runtime | None:
+    """The app's runtime (Starlette puts the app in the scope before its middleware runs)."""
+    runtime = getattr(getattr(scope.get("app"), "state", None), "runtime", None)
+    return runtime if isinstance(runtime, Runtime) else None
 
 
 class RequestContextMiddleware:
@@ -48,16 +85,23 @@ class RequestContextMiddleware:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                message.setdefault("headers", [])
-                message["headers"] = [*message["headers"], (b"x-request-id", request_id.encode())]
+                headers = list(message.get("headers", []))
+                present = {name.lower() for name, _ in headers}
+                headers.append((b"x-request-id", request_id.encode()))
+                headers.extend(h for h in SECURITY_HEADERS if h[0] not in present)
+                if b"content-security-policy" not in present:
+                    headers.append((b"content-security-policy", DEFAULT_CSP))
+                message["headers"] = headers
             await send(message)
 
         try:
-            await self.app(scope, receive, send_with_id)
+            # One authorization scope per request: each permission question is decided once (codewell.authz).
+            with authz.scope(_runtime_of(scope)):
+                await self.app(scope, receive, send_with_id)
         finally:
             elapsed = time.perf_counter() - started
-            route = route_label(scope["path"])
-            REQUESTS.labels(scope["method"], route, str(status)).inc()
+            route = route_label(scope)
+            REQUESTS.labels(method_label(scope["method"]), route, str(status)).inc()
             LATENCY.labels(route).observe(elapsed)
             log.info(
                 "%s %s %s",

@@ -1,6 +1,13 @@
-"""Operational endpoints: /healthz (the process is alive), /readyz (it can serve), /metrics (Prometheus)."""
+"""Operational endpoints: /healthz (the process is alive), /readyz (it can serve), /metrics (Prometheus).
+
+/healthz and /readyz are anonymous (load balancers probe them). /metrics is for operators: site admins
+(session or access token), or a scraper sending `Authorization: Bearer <CODEWELL_METRICS_TOKEN>`. Its
+series name routes and error counts, which tell an outsider how the instance is used.
+"""
 
 from __future__ import annotations
+
+import hmac
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.concurrency import run_in_threadpool
@@ -8,10 +15,19 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from codewell import __version__
+from codewell import __version__, authz
+from codewell.authz import Action
 from codewell.capability import ReadinessCheck
-from codewell.core.errors import CodewellError
+from codewell.core.errors import CodewellError, PermissionDenied, Unauthenticated
+from codewell.core.settings import Settings
+from codewell.http.requests import actor_of, runtime_of
 from codewell.runtime import Runtime
+
+METRICS_PATH = "/metrics"
+METRICS_HINT = (
+    "sign in as a site admin, or set CODEWELL_METRICS_TOKEN on the server and send "
+    "`Authorization: Bearer <that token>` (Prometheus: authorization.credentials)"
+)
 
 
 def check_database(runtime: Runtime) -> str | None:
@@ -54,13 +70,34 @@ async def readyz(request: Request) -> Response:
     return JSONResponse(body, status_code=200 if ready else 503)
 
 
+def metrics_credential(settings: Settings, authorization: str | None) -> bool:
+    """Whether an Authorization header value is `Bearer <CODEWELL_METRICS_TOKEN>`; never when that is unset.
+
+    The authentication middleware asks this too, so that it does not take the scraper's secret for an
+    (unknown) access token.
+    """
+    expected = settings.metrics_token
+    if not expected or not authorization:
+        return False
+    scheme, _, value = authorization.strip().partition(" ")
+    # Compared in constant time: the answer must not tell how much of a guess was right.
+    return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), expected.encode())
+
+
 async def metrics(request: Request) -> Response:
-    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+    actor = actor_of(request)
+    if not authz.allowed(actor, Action.METRICS_READ) and not metrics_credential(
+        runtime_of(request).settings, request.headers.get("authorization")
+    ):
+        if actor.is_anonymous:
+            raise Unauthenticated("Reading /metrics needs a site admin or the metrics token.", hint=METRICS_HINT)
+        raise PermissionDenied("Only site admins and the metrics token can read /metrics.", hint=METRICS_HINT)
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST, headers={"cache-control": "no-store"})
 
 
 def routes() -> list[BaseRoute]:
     return [
         Route("/healthz", healthz, methods=["GET", "HEAD"]),
         Route("/readyz", readyz, methods=["GET"]),
-        Route("/metrics", metrics, methods=["GET"]),
+        Route(METRICS_PATH, metrics, methods=["GET"]),
     ]

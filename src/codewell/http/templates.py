@@ -5,11 +5,17 @@ The kit's own templates (`base.html`) live in `codewell/http/templates/`; each c
 `base.html` and fill `{% block title %}` and `{% block content %}`. Every template sees `actor` (the
 signed-in user or anonymous), `csrf_token` and `csrf_field()` (a hidden input for forms) and `request`.
 Scripts that call `/.api/` with the session cookie must send `X-CSRF-Token` (the page's `csrf-token` meta tag).
+
+Content-Security-Policy (`page_csp`): scripts and styles only from this origin or carrying the page's nonce:
+a `<script>` or `<style>` element in a template needs `nonce="{{ csp_nonce }}"`, and `style="..."` attributes
+and `on...=` handlers do not run at all (use classes in base.html's style block). An injected tag without
+the per-response nonce is inert, which is the point.
 """
 
 from __future__ import annotations
 
 import functools
+import secrets
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -41,14 +47,31 @@ def environment(capability_folders: Sequence[Path] = ()) -> jinja2.Environment:
     return env
 
 
+def page_csp(nonce: str) -> str:
+    """The Content-Security-Policy of a rendered page. No 'unsafe-inline': inline code needs the nonce.
+    No form-action: sign-in and OAuth flows end in redirects to other origins, which browsers check against it."""
+    return (
+        f"default-src 'self'; script-src 'self' 'nonce-{nonce}'; style-src 'self' 'nonce-{nonce}'; "
+        "img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+    )
+
+
 def render(request: Request, name: str, *, status_code: int = 200, **ctx: Any) -> HTMLResponse:
     """Render template `name` with the common context plus `ctx`, as an HTML response."""
     token = csrf_token(request)
+    nonce = secrets.token_urlsafe(16)
 
     def csrf_field() -> Markup:
         return Markup(f'<input type="hidden" name="{CSRF_FORM_FIELD}" value="{escape(token)}">')
 
-    context = {"request": request, "actor": actor_of(request), "csrf_token": token, "csrf_field": csrf_field, **ctx}
+    context = {
+        "request": request,
+        "actor": actor_of(request),
+        "csrf_token": token,
+        "csrf_field": csrf_field,
+        "csp_nonce": nonce,
+        **ctx,
+    }
     folders = tuple(c.templates for c in runtime_of(request).capabilities if c.templates is not None)
     html = environment(folders).get_template(name).render(context)
     response = HTMLResponse(html, status_code=status_code)
@@ -56,4 +79,5 @@ def render(request: Request, name: str, *, status_code: int = 200, **ctx: Any) -
     # Pages are per-user: never cache them in shared caches, never frame them (clickjacking).
     response.headers["cache-control"] = "no-store"
     response.headers["x-frame-options"] = "DENY"
+    response.headers["content-security-policy"] = page_csp(nonce)
     return response

@@ -5,7 +5,9 @@ Gate order (each answer is final): `mcp.enabled` false → 404 `no route`; unkno
 bad Host → 421; bad Origin → 403; no credentials → 401 with a `WWW-Authenticate` challenge; an OAuth token
 issued for another resource → 401 `invalid_token`; a token without an MCP-capable scope → 403
 `insufficient_scope`; no `MCP#ACCESS` → 403 `forbidden`. The site config is read per request, so changes
-apply without a restart.
+apply without a restart. Then `codewell.mcp.envelope`: any method but POST → 405; an unsupported
+`MCP-Protocol-Version` → 400 listing the supported versions; a batch or a body that is no JSON-RPC message →
+400 `-32600`.
 
 Transport: the SDK's Streamable HTTP session manager in stateless mode serves both protocol eras. A fresh
 manager runs per request (its task group lives exactly as long as the request), so nothing depends on the
@@ -16,7 +18,6 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-import time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -27,14 +28,13 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Receive, Scope, Send
 
-from codewell.accounts.roles import RoleService
-from codewell.accounts.service import AccountService
-from codewell.core.actors import Actor
+from codewell import authz
+from codewell.authz import Action
 from codewell.core.errors import PermissionDenied, Unauthenticated
 from codewell.core.tools import Endpoint
 from codewell.http.errors import error_body
 from codewell.http.requests import actor_of
-from codewell.mcp import fastpath
+from codewell.mcp import envelope, fastpath
 from codewell.mcp.registry import ToolRegistry
 from codewell.mcp.server import ToolCaller, build_server
 from codewell.oauth.service import OAuthService
@@ -46,8 +46,6 @@ MCP_PREFIX = "/.api/mcp"
 PRM_PREFIX = "/.well-known/oauth-protected-resource"
 MAX_BODY_BYTES = 4 * 1024 * 1024
 MCP_SCOPE = "mcp"
-# Token scopes that may use the MCP endpoints (OAuth tokens carry "mcp"; access tokens usually "user:all").
-MCP_CAPABLE_SCOPES = frozenset({"mcp", "user:all"})
 _ENDPOINTS = {"": Endpoint.CORE, "/all": Endpoint.ALL, "/deepsearch": Endpoint.DEEPSEARCH}
 _LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 
@@ -134,11 +132,6 @@ def _json_error(status: int, code: str, message: str, hint: str | None = None, *
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-def has_mcp_access(runtime: Runtime, actor: Actor) -> bool:
-    """`MCP#ACCESS` through the accounts service (the User role has it by default)."""
-    return runtime.get(AccountService).has_permission(actor, "MCP#ACCESS")
-
-
 async def _read_body(receive: Receive) -> bytes | None:
     """The whole request body, or None as soon as it exceeds MAX_BODY_BYTES."""
     chunks: list[bytes] = []
@@ -171,27 +164,6 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-class _AccessCache:
-    """MCP#ACCESS answers per user for a few seconds: the check costs two queries, a call should not."""
-
-    TTL = 5.0
-
-    def __init__(self) -> None:
-        self._entries: dict[int, tuple[float, bool]] = {}
-
-    def get(self, user_id: int) -> bool | None:
-        entry = self._entries.get(user_id)
-        return entry[1] if entry is not None and time.monotonic() - entry[0] < self.TTL else None
-
-    def clear(self) -> None:
-        self._entries.clear()
-
-    def put(self, user_id: int, allowed: bool) -> None:
-        if len(self._entries) > 10_000:
-            self._entries.clear()
-        self._entries[user_id] = (time.monotonic(), allowed)
-
-
 def _bearer_token(request: Request) -> str | None:
     header = request.headers.get("authorization", "")
     scheme, _, value = header.partition(" ")
@@ -205,28 +177,35 @@ class McpGate:
         self.runtime = runtime
         self.caller = ToolCaller(runtime, runtime.get(ToolRegistry))
         self.servers = {endpoint: build_server(runtime, self.caller, endpoint) for endpoint in Endpoint}
-        self.access = _AccessCache()
-        # Role changes made in this process apply on the next request; changes from other processes
-        # (the CLI) within the cache's TTL.
-        runtime.get(RoleService).add_change_listener(self.access.clear)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # One authorization scope per call: the gate's MCP#ACCESS decision and the tool's own decisions.
+        with authz.scope(self.runtime):
+            await self._serve(scope, receive, send)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         gated = await self._gate(request)
         if isinstance(gated, Response):
             await gated(scope, receive, send)
             return
-        if scope["method"] == "POST":
-            body = await _read_body(receive)
-            if body is None:
-                await PlainTextResponse("Request body too large", status_code=413)(scope, receive, send)
-                return
-            message = fastpath.eligible_request(request, body)
-            if message is not None:
-                response = await fastpath.answer(self.runtime, self.caller, gated, actor_of(request), request, message)
-                await response(scope, receive, send)
-                return
-            receive = _replay(body, receive)
+        if scope["method"] != "POST":
+            await envelope.method_not_allowed(scope["method"])(scope, receive, send)
+            return
+        body = await _read_body(receive)
+        if body is None:
+            await PlainTextResponse("Request body too large", status_code=413)(scope, receive, send)
+            return
+        message = fastpath.eligible_request(request, body)
+        if message is not None:
+            response = await fastpath.answer(self.runtime, self.caller, gated, actor_of(request), request, message)
+            await response(scope, receive, send)
+            return
+        refused = envelope.refusal(request.headers, body)
+        if refused is not None:
+            await refused(scope, receive, send)
+            return
+        receive = _replay(body, receive)
         manager = StreamableHTTPSessionManager(
             self.servers[gated], stateless=True, max_request_body_size=MAX_BODY_BYTES
         )
@@ -265,7 +244,7 @@ class McpGate:
                     "start the OAuth flow again for this endpoint URL",
                     **{"WWW-Authenticate": challenge(runtime, endpoint, "invalid_token", problem)},
                 )
-        if actor.scopes and not actor.scopes & MCP_CAPABLE_SCOPES:
+        if not authz.credential_allows(actor, Action.MCP_ACCESS):
             return _json_error(
                 403,
                 "insufficient_scope",
@@ -273,14 +252,8 @@ class McpGate:
                 "use a token with scope mcp or user:all",
                 **{"WWW-Authenticate": challenge(runtime, endpoint, "insufficient_scope")},
             )
-        # Site admins hold every permission (the flag on the actor was read with the credential, this
-        # request); everyone else asks the accounts service, remembered for a few seconds.
-        allowed = True if actor.site_admin else self.access.get(actor.user_id) if actor.user_id is not None else None
-        if allowed is None:
-            allowed = await anyio.to_thread.run_sync(has_mcp_access, runtime, actor)
-            if actor.user_id is not None:
-                self.access.put(actor.user_id, allowed)
-        if not allowed:
+        # MCP#ACCESS through roles (authz remembers the answer per user for a few seconds).
+        if not await anyio.to_thread.run_sync(authz.allowed, actor, Action.MCP_ACCESS):
             return PlainTextResponse("forbidden", status_code=403)
         return endpoint
 

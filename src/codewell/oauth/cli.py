@@ -1,4 +1,4 @@
-"""`codewell oauth clients ...`: manage pre-registered (static) OAuth clients (thin over OAuthService).
+"""`codewell oauth clients ...`: manage pre-registered (static) OAuth clients (thin over ClientService).
 
 The CLI acts as the service itself (INTERNAL): whoever can run it can read the data dir anyway.
 """
@@ -11,7 +11,7 @@ import click
 
 from codewell.clikit import handle_errors, open_runtime
 from codewell.core.actors import INTERNAL
-from codewell.oauth.service import OAuthService
+from codewell.oauth.clients import ClientService
 
 
 @click.group("oauth")
@@ -33,7 +33,7 @@ def clients() -> None:
 def add(ctx: click.Context, name: str, redirect_uris: tuple[str, ...], confidential: bool) -> None:
     """Pre-register a client, e.g. `codewell oauth clients add "Claude Code" --redirect-uri http://localhost:3334/oauth/callback`."""
     runtime = open_runtime(ctx)
-    client, secret = runtime.get(OAuthService).create_static_client(
+    client, secret = runtime.get(ClientService).create_static_client(
         INTERNAL, name, list(redirect_uris), confidential=confidential
     )
     click.echo(f"client_id: {client.client_id}")
@@ -49,7 +49,7 @@ def add(ctx: click.Context, name: str, redirect_uris: tuple[str, ...], confident
 def list_(ctx: click.Context, kind: str | None, as_json: bool) -> None:
     """List registered clients."""
     runtime = open_runtime(ctx)
-    found = runtime.get(OAuthService).list_clients(INTERNAL, kind)
+    found = runtime.get(ClientService).list_clients(INTERNAL, kind)
     if as_json:
         click.echo(json.dumps([c.as_json() for c in found], indent=2))
         return
@@ -64,5 +64,5 @@ def list_(ctx: click.Context, kind: str | None, as_json: bool) -> None:
 def remove(ctx: click.Context, client_id: str) -> None:
     """Delete a client and every code and token issued to it."""
     runtime = open_runtime(ctx)
-    runtime.get(OAuthService).delete_client(INTERNAL, client_id)
+    runtime.get(ClientService).delete_client(INTERNAL, client_id)
     click.echo(f"removed {client_id}")

@@ -1,6 +1,6 @@
 """HTTP adapters of the OAuth authorization server (under /.auth/idp/oauth/) and its admin REST API.
 
-Every handler is thin: parse the form/JSON, call OAuthService, shape the RFC-defined response.
+Every handler is thin: parse the form/JSON, call ClientService or GrantService, shape the RFC-defined response.
 """
 
 from __future__ import annotations
@@ -20,12 +20,15 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from codewell.core.errors import InvalidInput, PermissionDenied, Unauthenticated
+from codewell import authz
+from codewell.authz import Action
+from codewell.core.errors import InvalidInput
 from codewell.http.csrf import verify_form
 from codewell.http.requests import actor_of
 from codewell.http.templates import render
+from codewell.oauth.clients import AUTH_METHODS, SCOPE, ClientService
 from codewell.oauth.errors import OAuthError
-from codewell.oauth.service import AUTH_METHODS, SCOPE, AuthorizationRequest, OAuthService, redirect_matches
+from codewell.oauth.grants import AuthorizationRequest, GrantService
 from codewell.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -43,7 +46,7 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 def metadata(runtime: Runtime) -> dict[str, Any]:
     """RFC 8414 authorization server metadata."""
-    issuer = runtime.get(OAuthService).issuer
+    issuer = runtime.get(GrantService).issuer
     base = issuer + PREFIX
     document: dict[str, Any] = {
         "issuer": issuer,
@@ -159,12 +162,19 @@ def _error_page(exc: OAuthError) -> HTMLResponse:
     return HTMLResponse(body, status_code=400, headers=NO_STORE)
 
 
+def _session_user_id(request: Request) -> int | None:
+    """The signed-in browser user (consent needs a session; tokens cannot approve clients), else None."""
+    actor = actor_of(request)
+    return actor.user_id if actor.is_user and actor.via == "session" else None
+
+
 class OAuthRoutes:
     """The authorization server's endpoints and the admin client API, bound to one self.runtime."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
-        self.service = self.runtime.get(OAuthService)
+        self.clients = self.runtime.get(ClientService)
+        self.grants = self.runtime.get(GrantService)
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await anyio.to_thread.run_sync(fn, *args)
@@ -183,38 +193,32 @@ class OAuthRoutes:
     def _redirect_error(self, req_uri: str, state: str | None, exc: OAuthError) -> Response:
         target = _with_query(
             req_uri,
-            {"error": exc.error, "error_description": exc.description, "state": state, "iss": self.service.issuer},
+            {"error": exc.error, "error_description": exc.description, "state": state, "iss": self.grants.issuer},
         )
         return RedirectResponse(target, status_code=302, headers=NO_STORE)
 
-    async def _validated(self, params: dict[str, str], resources: list[str]) -> AuthorizationRequest | Response:
+    async def _validated(
+        self, request: Request, params: dict[str, str], resources: list[str]
+    ) -> AuthorizationRequest | Response:
         try:
             validated: AuthorizationRequest = await self.run(
-                self.service.validate_authorization_request, params, resources
+                self.grants.validate_authorization_request, params, resources
             )
             return validated
         except OAuthError as exc:
             if not exc.redirectable:
                 return _error_page(exc)
-            client_req = await self.run(self._redirect_target, params)
-            if client_req is None:
+            # Errors go back to the client only where the service trusts its redirect URI (RFC 9700 §4.11.2).
+            target = await self.run(self.grants.error_redirect_uri, params, _session_user_id(request))
+            if target is None:
                 return _error_page(exc)
-            return self._redirect_error(client_req, params.get("state"), exc)
-
-    def _redirect_target(self, params: Mapping[str, str]) -> str | None:
-        """The redirect URI once client and redirect URI are known-good (for redirectable errors)."""
-        try:
-            client = self.service.get_client(params.get("client_id", ""))
-        except OAuthError:
-            return None
-        uri = params.get("redirect_uri") or (client.redirect_uris[0] if len(client.redirect_uris) == 1 else "")
-        return uri if uri and redirect_matches(client.redirect_uris, uri) else None
+            return self._redirect_error(target, params.get("state"), exc)
 
     async def authorize(self, request: Request) -> Response:
         if request.method == "POST":
             return await self.authorize_decision(request)
         params, resources = self._authorization_params(request, None)
-        validated = await self._validated(params, resources)
+        validated = await self._validated(request, params, resources)
         if isinstance(validated, Response):
             return validated
         actor = actor_of(request)
@@ -235,7 +239,7 @@ class OAuthRoutes:
         params, resources = self._authorization_params(request, form)
         decision = params.pop("decision", "")
         mac = params.pop("consent", "")
-        validated = await self._validated(params, resources)
+        validated = await self._validated(request, params, resources)
         if isinstance(validated, Response):
             return validated
         actor = actor_of(request)
@@ -249,9 +253,9 @@ class OAuthRoutes:
             return self._redirect_error(
                 validated.redirect_uri, validated.state, OAuthError("access_denied", "the user denied the request")
             )
-        code = await self.run(self.service.issue_code, actor.user_id, validated)
+        code = await self.run(self.grants.issue_code, actor.user_id, validated)
         target = _with_query(
-            validated.redirect_uri, {"code": code, "state": validated.state, "iss": self.service.issuer}
+            validated.redirect_uri, {"code": code, "state": validated.state, "iss": self.grants.issuer}
         )
         return RedirectResponse(target, status_code=302, headers=NO_STORE)
 
@@ -259,7 +263,7 @@ class OAuthRoutes:
         try:
             form = await _form(request)
             client_id, secret = _client_credentials(request, form)
-            client = await self.run(self.service.authenticate_client, client_id, secret)
+            client = await self.run(self.clients.authenticate_client, client_id, secret)
             grant = form.get("grant_type", "")
             resources = [
                 v for k, v in parse_qsl((await request.body()).decode(), keep_blank_values=True) if k == "resource"
@@ -269,7 +273,7 @@ class OAuthRoutes:
             resource = resources[0] if resources else None
             if grant == "authorization_code":
                 result = await self.run(
-                    self.service.exchange_code,
+                    self.grants.exchange_code,
                     client,
                     form.get("code", ""),
                     form.get("redirect_uri"),
@@ -278,7 +282,7 @@ class OAuthRoutes:
                 )
             elif grant == "refresh_token":
                 result = await self.run(
-                    self.service.refresh, client, form.get("refresh_token", ""), form.get("scope"), resource
+                    self.grants.refresh, client, form.get("refresh_token", ""), form.get("scope"), resource
                 )
             else:
                 raise OAuthError("unsupported_grant_type", f"grant_type {grant!r} is not supported")
@@ -297,7 +301,7 @@ class OAuthRoutes:
                 document = json.loads(body or b"null")
             except ValueError:
                 raise OAuthError("invalid_client_metadata", "the body must be a JSON object") from None
-            client, secret = await self.run(self.service.register_dynamic, document)
+            client, secret = await self.run(self.clients.register_dynamic, document)
         except OAuthError as exc:
             if exc.status == 404:
                 return PlainTextResponse("no route", status_code=404)
@@ -316,8 +320,8 @@ class OAuthRoutes:
         try:
             form = await _form(request)
             client_id, secret = _client_credentials(request, form)
-            client = await self.run(self.service.authenticate_client, client_id, secret) if client_id else None
-            await self.run(self.service.revoke, client, form.get("token", ""))
+            client = await self.run(self.clients.authenticate_client, client_id, secret) if client_id else None
+            await self.run(self.grants.revoke, client, form.get("token", ""))
         except OAuthError as exc:
             return _oauth_error(exc)
         return Response(status_code=200, headers={**NO_STORE, **CORS})
@@ -326,12 +330,9 @@ class OAuthRoutes:
         try:
             form = await _form(request)
             client_id, secret = _client_credentials(request, form)
-            actor = actor_of(request)
-            result: dict[str, Any] = await self.run(self.service.introspect, form.get("token", ""))
-            if not actor.site_admin:
-                client = await self.run(self.service.authenticate_client, client_id, secret)
-                if result.get("active") and result.get("client_id") != client.client_id:
-                    result = {"active": False}  # a client may only introspect its own tokens
+            result: dict[str, Any] = await self.run(
+                self.grants.introspect_for, actor_of(request), client_id, secret, form.get("token", "")
+            )
         except OAuthError as exc:
             return _oauth_error(exc)
         return JSONResponse(result, headers=NO_STORE)
@@ -354,10 +355,9 @@ class OAuthRoutes:
     # -- admin REST: /.api/oauth/clients ------------------------------------------------------------------------
     async def clients_api(self, request: Request) -> Response:
         actor = actor_of(request)
-        if actor.is_anonymous:
-            raise Unauthenticated("sign in or send an access token", hint="Authorization: token <token>")
+        authz.ensure(actor, Action.OAUTH_CLIENTS_MANAGE)
         if request.method == "GET":
-            clients = await self.run(self.service.list_clients, actor, request.query_params.get("kind"))
+            clients = await self.run(self.clients.list_clients, actor, request.query_params.get("kind"))
             return JSONResponse({"clients": [c.as_json() for c in clients]})
         try:
             data = await request.json()
@@ -366,7 +366,7 @@ class OAuthRoutes:
         if not isinstance(data, dict) or not isinstance(data.get("redirect_uris"), list):
             raise InvalidInput("redirect_uris (array) is required", hint='{"name": "...", "redirect_uris": ["..."]}')
         client, secret = await self.run(
-            lambda: self.service.create_static_client(
+            lambda: self.clients.create_static_client(
                 actor, str(data.get("name", "")), data["redirect_uris"], confidential=bool(data.get("confidential"))
             )
         )
@@ -377,33 +377,31 @@ class OAuthRoutes:
 
     async def client_api(self, request: Request) -> Response:
         actor = actor_of(request)
-        if actor.is_anonymous:
-            raise Unauthenticated("sign in or send an access token", hint="Authorization: token <token>")
-        await self.run(self.service.delete_client, actor, request.path_params["client_id"])
+        authz.ensure(actor, Action.OAUTH_CLIENTS_MANAGE)
+        await self.run(self.clients.delete_client, actor, request.path_params["client_id"])
         return Response(status_code=204)
 
     # -- admin page: /site-admin/oauth-clients ---------------------------------------------------------------
     async def admin_page(self, request: Request) -> Response:
         actor = actor_of(request)
-        if not actor.site_admin:
-            raise PermissionDenied("only site admins can manage OAuth clients")
+        authz.ensure(actor, Action.OAUTH_CLIENTS_MANAGE)
         created, secret, error = None, None, ""
         if request.method == "POST":
             form = await request.form()
             verify_form(request, form)
             try:
                 if form.get("action") == "delete":
-                    await self.run(self.service.delete_client, actor, str(form.get("client_id", "")))
+                    await self.run(self.clients.delete_client, actor, str(form.get("client_id", "")))
                 else:
                     uris = [u.strip() for u in str(form.get("redirect_uris", "")).splitlines() if u.strip()]
                     created, secret = await self.run(
-                        lambda: self.service.create_static_client(
+                        lambda: self.clients.create_static_client(
                             actor, str(form.get("name", "")), uris, confidential=bool(form.get("confidential"))
                         )
                     )
             except InvalidInput as exc:
                 error = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
-        clients = await self.run(self.service.list_clients, actor, None)
+        clients = await self.run(self.clients.list_clients, actor, None)
         return render(
             request,
             "oauth/admin_clients.html",

@@ -73,6 +73,21 @@ def test_users_crud(client: TestClient, admin: dict[str, str], alice: dict[str, 
     assert client.get("/.api/users/carol", headers=admin).status_code == 404
 
 
+def test_user_search_query_length_is_bounded(client: TestClient, alice: dict[str, str]) -> None:
+    """Issue #22 (security 5): a 60,000-character query reached SQLite as a LIKE pattern "too complex" (500)."""
+    found = client.get("/.api/users", params={"query": "ALI"}, headers=alice)
+    assert [u["username"] for u in found.json()["users"]] == ["alice"]
+    at_limit = client.get("/.api/users", params={"query": "a" * 255}, headers=alice)
+    assert at_limit.status_code == 200
+    assert at_limit.json() == {"users": []}
+    response = client.get("/.api/users", params={"query": "a" * 60_000}, headers=alice)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "invalid_input"
+    assert error["message"] == "the user search query is longer than 255 characters"
+    assert "usernames and display names" in error["hint"]
+
+
 def test_last_admin_cannot_delete_or_demote_itself(client: TestClient, admin: dict[str, str]) -> None:
     demote = client.patch("/.api/users/me", json={"siteAdmin": False}, headers=admin)
     assert demote.status_code == 409

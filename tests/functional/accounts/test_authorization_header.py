@@ -204,6 +204,27 @@ def test_tokens_in_the_url_are_refused(client: TestClient, runtime: Runtime, ali
     assert _audit(runtime)[0].reason == "access token in the URL refused"
 
 
+@pytest.mark.parametrize("path", [ME, "/.api/mcp", "/sign-in", "/healthz"])
+def test_two_authorization_headers_are_refused_and_audited(client: TestClient, runtime: Runtime, path: str) -> None:
+    user = make_token(runtime, make_user(runtime, "alice"))
+    admin = make_token(runtime, make_user(runtime, "root", site_admin=True))
+    # The last copy used to win: a user's token followed by an admin's acted as the admin.
+    response = client.get(path, headers=[("Authorization", f"token {user}"), ("Authorization", f"token {admin}")])
+    assert response.status_code == 400
+    assert "More than one Authorization header." in response.text
+    if path.startswith("/.api/"):
+        assert response.json()["error"]["code"] == "invalid_input"
+    entry = _audit(runtime)[0]
+    assert entry.reason == "more than one Authorization header"
+    assert entry.actor_user_id is None
+    assert user not in repr(entry)
+    assert admin not in repr(entry)
+    # Two copies of the same token are refused too: which copy counts is never up to a proxy.
+    same = client.get(ME, headers=[("Authorization", f"token {user}"), ("authorization", f"token {user}")])
+    assert same.status_code == 400
+    assert client.get(ME, headers={"Authorization": f"token {user}"}).json()["username"] == "alice"
+
+
 def test_mcp_scoped_token_reaches_only_mcp_paths(client: TestClient, runtime: Runtime) -> None:
     raw = make_token(runtime, make_user(runtime, "alice"), scopes=("mcp",))
     response = client.get(ME, headers={"Authorization": f"token {raw}"})

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import pytest
 from click.testing import CliRunner, Result
+from sqlalchemy import update
 
+from codewell.accounts.models import AccessTokenRow
 from codewell.accounts.service import AccountService
 from codewell.accounts.tokens import TokenService
 from codewell.auth.service import AuthService, ClientInfo
@@ -14,6 +17,7 @@ from codewell.cli.bootstrap import run_bootstrap
 from codewell.cli.main import cli
 from codewell.core.errors import Unauthenticated
 from codewell.core.settings import Settings
+from codewell.db.base import utcnow
 from codewell.runtime import Runtime
 
 
@@ -77,6 +81,27 @@ def test_tokens_create_list_revoke(codewell: CliRunnerCall, runtime: Runtime) ->
     codewell("tokens", "revoke", token_id)
     assert runtime.get(TokenService).authenticate(raw) is None
     assert "revoked" in codewell("tokens", "list", "ci-bot", "--all").output
+
+
+def test_tokens_list_shows_each_token_state(codewell: CliRunnerCall, runtime: Runtime) -> None:
+    """Issue #22 (security 10): an expired token was listed as active and revoked ones were left out."""
+    codewell("users", "create", "ci-bot", "--service-account")
+    ids = {}
+    for note in ("live", "stale", "gone"):
+        codewell("tokens", "create", "ci-bot", "--note", note)
+    for line in codewell("tokens", "list", "ci-bot").output.splitlines():
+        ids[line.split()[-1]] = int(line.split()[0])
+    with runtime.db.session() as session:
+        session.execute(
+            update(AccessTokenRow)
+            .where(AccessTokenRow.id == ids["stale"])
+            .values(expires_at=utcnow() - timedelta(minutes=1))
+        )
+    codewell("tokens", "revoke", str(ids["gone"]))
+    states = {line.split()[-1]: line.split()[1] for line in codewell("tokens", "list", "ci-bot").output.splitlines()}
+    assert states == {"live": "active", "stale": "expired", "gone": "revoked"}
+    active = codewell("tokens", "list", "ci-bot", "--active").output
+    assert [line.split()[-1] for line in active.splitlines()] == ["live"]
 
 
 def test_roles_recipe_and_audit(codewell: CliRunnerCall, runtime: Runtime) -> None:

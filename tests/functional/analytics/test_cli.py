@@ -5,18 +5,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 from codewell.core.settings import Settings
 from codewell.runtime import Runtime
+from tests import cliprocess
 from tests.factories import make_user
 
 
 def run(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CODEWELL_DATA_DIR": str(settings.data_dir), "CODEWELL_DATABASE_URL": settings.database_url}
-    return subprocess.run(
-        [sys.executable, "-m", "codewell", *args], capture_output=True, text=True, env=env, timeout=120
-    )
+    return cliprocess.run(*args, env=env, timeout=120)
 
 
 def test_credits_and_tokens_from_the_command_line(runtime: Runtime, settings: Settings) -> None:

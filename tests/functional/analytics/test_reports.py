@@ -228,6 +228,31 @@ def test_bad_parameters_are_400_naming_the_parameter(
     assert named in error["message"]
 
 
+@pytest.mark.parametrize("instance_url", ["[127.0.0.1]:7080", "[nonsense]", "code.example.com:99999", "a:b:c"])
+@pytest.mark.parametrize("path", [REPORT, REGISTRY, "/analytics/api/credits"])
+def test_malformed_instance_urls_are_400_not_500(
+    client: TestClient, instance: Instance, instance_url: str, path: str
+) -> None:
+    response = client.get(path, params={"instanceURL": instance_url}, headers=instance.bearer())
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "invalid_input"
+    assert "instanceURL is not a host name or URL" in error["message"]
+
+
+@pytest.mark.parametrize("params", [{}, {"instanceURL": "[127.0.0.1]:7080"}, {"instanceURL": "other.example.com"}])
+def test_the_permission_check_comes_before_the_instance_check(
+    client: TestClient, instance: Instance, params: dict[str, str]
+) -> None:
+    # A user who may not read the reports learns nothing from instanceURL answers (the missing-instanceURL
+    # hint names this instance's host).
+    response = client.get(REGISTRY, params=params, headers=instance.bearer(instance.user_token))
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "forbidden"
+    assert "site admin" in response.json()["error"]["message"]
+    assert "code.example.com" not in response.text
+
+
 def test_missing_and_unknown_tokens_are_401_with_the_json_envelope(client: TestClient, instance: Instance) -> None:
     missing = client.get(REPORT, params={"instanceURL": INSTANCE})
     assert missing.status_code == 401

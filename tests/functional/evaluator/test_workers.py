@@ -322,6 +322,42 @@ def test_worst_case_escaping_of_output_and_result_fits_the_frame(
     assert not result.worker_recycled
 
 
+@pytest.mark.parametrize(
+    ("script", "position", "name"),
+    [
+        ("local files = search(string.rep('a', 1024 * 1024)) return #files", 1, "search"),
+        ("local f = read_file('r', string.rep('\\1', 65537)) return f", 2, "read_file"),
+        # Invalid UTF-8 is repaired to U+FFFD (3 bytes each) before it is sent: the repaired size counts.
+        ("local f = read_file(string.rep('\\255', 30000), 'p') return f", 1, "read_file"),
+    ],
+)
+def test_oversized_host_call_arguments_are_refused_before_the_pipe(
+    make_service: Callable[..., EvaluatorService], script: str, position: int, name: str
+) -> None:
+    # A 1 MB argument used to exceed the call frame limit: the parent killed the worker ("crashed ... retry").
+    service = make_service()
+    result = run(service, script)
+    assert result.error is not None
+    assert result.error.kind == "runtime_error"
+    assert f"bad argument #{position} to '{name}'" in result.error.message
+    assert "the limit is 65536 bytes" in result.error.message
+    assert result.error.line == 1
+
+
+def test_oversized_arguments_can_be_caught_and_the_worker_survives(
+    make_service: Callable[..., EvaluatorService],
+) -> None:
+    service = make_service(dataclasses.replace(FAST, recycle_on_script_error=False))
+    service.warm()
+    [pid] = wait_for_idle(service)
+    result = run(service, "local ok, err = pcall(search, string.rep('a', 70000)) return {ok, err}")
+    assert result.ok, result.error
+    assert result.value[0] is False
+    assert "(70000 bytes; the limit is 65536 bytes)" in result.value[1]
+    assert not result.worker_recycled
+    assert service.pool.idle_pids() == [pid]
+
+
 def test_server_start_warms_the_pool(runtime: Runtime) -> None:
     from codewell.app import create_app
     from codewell.evaluator.setup import setup, warm_workers

@@ -266,6 +266,61 @@ async def test_host_origin_body_and_protocol_guards(served: Served) -> None:
     assert wrong_version.status_code == 400
 
 
+@pytest.mark.parametrize("path", ["/.api/mcp", "/.api/mcp/all", "/.api/mcp/deepsearch"])
+async def test_a_stateless_server_answers_405_to_get_streams_and_other_methods(served: Served, path: str) -> None:
+    token = served.token(served.user("alice"))
+    headers = {"authorization": f"token {token}", "accept": "text/event-stream"}
+    # The SDK used to open a stream that never ended (a ping every 15 s): the timeout would fire here.
+    response = httpx2.get(served.url(path), headers=headers, timeout=5)
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST"
+    assert response.json()["error"]["code"] == -32600
+    for method in ("DELETE", "PUT", "HEAD"):
+        assert httpx2.request(method, served.url(path), headers=headers, timeout=5).status_code == 405
+    # The gate still comes first: anonymous callers get the OAuth challenge, not 405.
+    anonymous = httpx2.get(served.url(path), headers={"accept": "text/event-stream"}, timeout=5)
+    assert anonymous.status_code == 401
+    assert "resource_metadata" in anonymous.headers["www-authenticate"]
+
+
+@pytest.mark.parametrize("version", ["1999-01-01", "2025-13-45", "latest"])
+async def test_an_unsupported_protocol_version_lists_the_supported_ones(served: Served, version: str) -> None:
+    token = served.token(served.user("alice"))
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/list"}
+    response = rpc(served, body, token, **{"mcp-protocol-version": version})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert response.json()["id"] == 7
+    assert error["code"] == -32022
+    assert "supported versions: 2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28" in error["message"]
+    assert error["data"] == {
+        "supported": ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"],
+        "requested": version,
+    }
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ([{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}], "JSON-RPC batches are not supported"),
+        ([], "JSON-RPC batches are not supported"),
+        (42, "the body must be one JSON-RPC message object"),
+        ({"jsonrpc": "1.0", "id": 1, "method": "tools/list"}, '"jsonrpc" must be "2.0"'),
+        ({"jsonrpc": "2.0", "id": 1}, 'a request needs a "method"'),
+        ({"jsonrpc": "2.0", "id": 1, "method": 5}, '"method" must be a string'),
+    ],
+)
+async def test_a_body_that_is_no_json_rpc_message_is_invalid_request(served: Served, body: Any, message: str) -> None:
+    token = served.token(served.user("alice"))
+    response = rpc(served, body, token)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == -32600
+    assert message in error["message"]
+    assert "pydantic" not in response.text
+    assert "validation error" not in response.text.lower()
+
+
 async def test_every_tool_call_records_a_usage_event(served: Served) -> None:
     alice = served.user("alice")
     async with connect(served, served.token(alice), "/.api/mcp/all", mode="auto") as client:

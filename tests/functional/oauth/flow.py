@@ -14,7 +14,7 @@ import httpx2
 from codewell.accounts.service import User
 from codewell.auth.service import AuthService, ClientInfo
 from codewell.http.sessions import SESSION_COOKIE
-from codewell.oauth.service import pkce_challenge
+from codewell.oauth.grants import pkce_challenge
 from tests.functional.mcp.served import Served
 
 REDIRECT = "http://127.0.0.1:33418/callback"

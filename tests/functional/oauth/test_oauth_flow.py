@@ -175,11 +175,14 @@ def test_code_replay_wrong_verifier_and_redirect_mismatch(served: Served) -> Non
 )
 def test_authorize_errors_redirect_with_specific_codes(served: Served, overrides: dict[str, Any], error: str) -> None:
     alice = served.user("alice")
+    cookies = session_cookie(served, alice)
     client_id = register(served)["client_id"]
+    # Errors go back only to clients the user approved before (RFC 9700 §4.11.2; tests/.../test_security.py).
+    redirect_query(authorize(served, cookies, authorize_params(client_id, Pkce.new())))
     response = httpx2.get(
         served.url("/.auth/idp/oauth/authorize"),
         params=authorize_params(client_id, Pkce.new(), **overrides),
-        cookies=session_cookie(served, alice),
+        cookies=cookies,
     )
     query = redirect_query(response)
     assert query["error"] == error

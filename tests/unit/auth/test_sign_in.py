@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import update
 
 from codewell.accounts.audit import AuditService
+from codewell.accounts.credentials import CredentialService
 from codewell.accounts.models import SessionRow, UserRow
 from codewell.accounts.service import AccountService
 from codewell.auth.service import SIGN_IN_FAILED, AuthService, ClientInfo
@@ -26,6 +27,11 @@ CLIENT = ClientInfo(ip="203.0.113.7", user_agent="pytest")
 @pytest.fixture
 def auth(runtime: Runtime) -> AuthService:
     return runtime.get(AuthService)
+
+
+@pytest.fixture
+def credentials(runtime: Runtime) -> CredentialService:
+    return runtime.get(CredentialService)
 
 
 def _failure(auth: AuthService, username: str, password: str) -> str:
@@ -58,6 +64,7 @@ def test_wrong_password_unknown_user_and_service_account_fail_alike(runtime: Run
     assert messages == {SIGN_IN_FAILED}
 
 
+@pytest.mark.usefixtures("production_password_hashing")
 def test_unknown_user_costs_as_much_time_as_a_wrong_password(runtime: Runtime, auth: AuthService) -> None:
     make_user(runtime, "alice", password=PASSWORD)
     set_site_config(runtime, {"auth.lockout": {"failedAttemptThreshold": 100}})
@@ -103,14 +110,14 @@ def test_failures_outside_the_consecutive_period_do_not_add_up(runtime: Runtime,
     assert auth.sign_in_password("alice", PASSWORD, CLIENT).username == "alice"
 
 
-def test_admin_unlock(runtime: Runtime, auth: AuthService) -> None:
+def test_admin_unlock(runtime: Runtime, auth: AuthService, credentials: CredentialService) -> None:
     alice = make_user(runtime, "alice", password=PASSWORD)
     set_site_config(runtime, {"auth.lockout": {"failedAttemptThreshold": 1}})
     _failure(auth, "alice", "wrong password!!")
     assert "locked" in _failure(auth, "alice", PASSWORD)
     with pytest.raises(PermissionDenied):
-        auth.unlock(actor_of_user(runtime, alice), alice.id)
-    auth.unlock(INTERNAL, alice.id)
+        credentials.unlock(actor_of_user(runtime, alice), alice.id)
+    credentials.unlock(INTERNAL, alice.id)
     assert auth.sign_in_password("alice", PASSWORD, CLIENT).id == alice.id
 
 
@@ -144,26 +151,28 @@ def test_sessions_resolve_until_signed_out_deleted_or_expired(runtime: Runtime, 
     assert auth.session_actor(cookie) is None  # a password change signs every session out
 
 
-def test_password_reset_link_works_once_and_only_for_its_user(runtime: Runtime, auth: AuthService) -> None:
+def test_password_reset_link_works_once_and_only_for_its_user(
+    runtime: Runtime, auth: AuthService, credentials: CredentialService
+) -> None:
     alice = make_user(runtime, "alice", password=PASSWORD)
     bob = make_user(runtime, "bob", password=PASSWORD)
-    link = auth.password_reset_link(INTERNAL, alice.id)
+    link = credentials.password_reset_link(INTERNAL, alice.id)
     assert link.startswith(f"{runtime.external_url}/password-reset?userID={alice.id}&code=")
     code = link.split("code=")[1]
-    assert auth.check_reset_code(alice.id, code)
-    assert not auth.check_reset_code(bob.id, code)
+    assert credentials.check_reset_code(alice.id, code)
+    assert not credentials.check_reset_code(bob.id, code)
     with pytest.raises(InvalidInput, match="at least 12"):
-        auth.reset_password(alice.id, code, "short")
-    auth.reset_password(alice.id, code, "a brand new password")
+        credentials.reset_password(alice.id, code, "short")
+    credentials.reset_password(alice.id, code, "a brand new password")
     assert auth.sign_in_password("alice", "a brand new password", CLIENT).id == alice.id
     with pytest.raises(InvalidInput, match="invalid or has expired"):
-        auth.reset_password(alice.id, code, "yet another password")
+        credentials.reset_password(alice.id, code, "yet another password")
 
 
-def test_reset_links_expire_and_need_an_admin(runtime: Runtime, auth: AuthService) -> None:
+def test_reset_links_expire_and_need_an_admin(runtime: Runtime, credentials: CredentialService) -> None:
     alice = make_user(runtime, "alice", password=PASSWORD)
     with pytest.raises(PermissionDenied):
-        auth.password_reset_link(actor_of_user(runtime, alice), alice.id)
-    expired = f"{int(utcnow().timestamp()) - 1}.{auth._reset_mac(alice.id, int(utcnow().timestamp()) - 1)}"
-    assert not auth.check_reset_code(alice.id, expired)
-    assert not auth.check_reset_code(alice.id, "garbage")
+        credentials.password_reset_link(actor_of_user(runtime, alice), alice.id)
+    expired = f"{int(utcnow().timestamp()) - 1}.{credentials.reset_mac(alice.id, int(utcnow().timestamp()) - 1)}"
+    assert not credentials.check_reset_code(alice.id, expired)
+    assert not credentials.check_reset_code(alice.id, "garbage")

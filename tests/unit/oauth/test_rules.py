@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from codewell.oauth.clients import check_redirect_uri, check_scope, redirect_matches
 from codewell.oauth.errors import OAuthError
-from codewell.oauth.service import OAuthService, check_redirect_uri, pkce_challenge, redirect_matches
+from codewell.oauth.grants import pkce_challenge
 
 
 @pytest.mark.parametrize(
@@ -25,7 +26,18 @@ def test_allowed_redirect_uris(uri: str) -> None:
 
 @pytest.mark.parametrize(
     "uri",
-    ["http://client.example.com/cb", "javascript:alert(1)", "data:text/html,x", "https://x.example/cb#frag", "", "/cb"],
+    [
+        "http://client.example.com/cb",
+        "javascript:alert(1)",
+        "data:text/html,x",
+        "https://x.example/cb#frag",
+        "https://x.example/cb#",
+        "https://user:pass@x.example/cb",
+        "https://x.example/cb\r\nLocation: https://evil.example",
+        "https://x.example/c b",
+        "",
+        "/cb",
+    ],
 )
 def test_refused_redirect_uris(uri: str) -> None:
     with pytest.raises(OAuthError) as raised:
@@ -51,8 +63,8 @@ def test_pkce_s256_matches_rfc7636_appendix_b() -> None:
 @pytest.mark.parametrize("scope", ["openid", "mcp offline_access", "MCP", "user:all"])
 def test_only_the_mcp_scope(scope: str) -> None:
     with pytest.raises(OAuthError) as raised:
-        OAuthService.check_scope(scope)
+        check_scope(scope)
     assert raised.value.error == "invalid_scope"
     assert "request only the scope mcp" in raised.value.description
-    assert OAuthService.check_scope(None) == "mcp"
-    assert OAuthService.check_scope("mcp") == "mcp"
+    assert check_scope(None) == "mcp"
+    assert check_scope("mcp") == "mcp"

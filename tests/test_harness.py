@@ -1,0 +1,70 @@
+"""The test harness itself: the per-test PostgreSQL reset (tests/conftest.py) and forked CLI processes
+(tests/cliprocess.py) must give what a fresh database and a fresh `python -m codewell` give."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from codewell.accounts.models import UserRow
+from codewell.runtime import Runtime
+from tests import cliprocess
+from tests.conftest import PostgresReset
+from tests.factories import make_token, make_user
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_postgres_reset_empties_every_written_table_and_restarts_ids(
+    runtime: Runtime, postgres_reset: PostgresReset | None
+) -> None:
+    if postgres_reset is None:
+        pytest.skip("SQLite: each test gets a fresh copy of the migrated file")
+    alice = make_user(runtime, "alice")
+    make_user(runtime, "bob")
+    make_token(runtime, alice)  # a child row: emptied before its parent
+
+    postgres_reset()
+
+    with runtime.db.engine.connect() as connection:
+        for table in runtime.db.table_names():
+            assert connection.exec_driver_sql(f'SELECT count(*) FROM "{table}"').scalar() == 0, table
+    # Identities start again at 1, as after TRUNCATE ... RESTART IDENTITY.
+    assert make_user(runtime, "carol").id == 1
+    with runtime.db.session() as session:
+        assert session.scalar(select(func.count()).select_from(UserRow)) == 1
+
+
+def test_a_forked_command_answers_like_a_fresh_process(tmp_path: Path) -> None:
+    (tmp_path / "c.json").write_text('{"mcp.tools.disabledd": []}')
+    env = {**os.environ, "COLUMNS": "200"}
+    forked = cliprocess.run("config", "validate", "c.json", env=env, cwd=tmp_path)
+    fresh = subprocess.run(
+        [sys.executable, "-m", "codewell", "config", "validate", "c.json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
+    assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
+    assert forked.returncode == 1
+    assert "did you mean 'mcp.tools.disabled'?" in forked.stderr
+
+
+def test_a_command_over_its_time_is_killed_and_the_next_one_runs(tmp_path: Path) -> None:
+    with pytest.raises(subprocess.TimeoutExpired):
+        # A server never ends by itself.
+        cliprocess.run("--data-dir", str(tmp_path), "serve", "--port", str(free_port()), timeout=3)
+    assert cliprocess.run("--help").returncode == 0
