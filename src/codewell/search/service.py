@@ -45,6 +45,10 @@ _UNINDEXED_CACHE = 4
 _CPUS = os.cpu_count() or 1
 
 
+# A listener gets the repository and the indexed branches (branch name → commit SHA) of the new generation.
+IndexListener = Callable[[Repo, dict[str, str]], None]
+
+
 class SearchService:
     """Search (filtered to readable repositories before anything runs) and shard lifecycle per repository."""
 
@@ -61,6 +65,9 @@ class SearchService:
         # Per repository: the pointer file's identity when `_shards` was last brought up to date with it.
         self._stamps: dict[int, tuple[int, int, int]] = {}
         self._unreadable: set[int] = set()
+        # Called after a new generation is swapped in, with the repository and its indexed branch commits
+        # (branch → commit): capabilities built on search (codenav symbols, nls chunks) index the same revisions.
+        self._index_listeners: list[IndexListener] = []
 
     def _pool(self) -> ProcessPoolExecutor | None:
         """Verification processes for exhaustive searches of big shards (started on first need)."""
@@ -346,7 +353,22 @@ class SearchService:
             if old is not None and old.path != target:
                 shutil.rmtree(old.path, ignore_errors=True)
             self._remove_stale(repo.id, keep=name)
-            return self._status_of(repo)
+        self._notify_indexed(repo, commits)
+        return self._status_of(repo)
+
+    def add_index_listener(self, listener: IndexListener) -> None:
+        """Call `listener(repo, branch_commits)` after every new generation of a repository's index."""
+        with self._lock:
+            if listener not in self._index_listeners:
+                self._index_listeners.append(listener)
+
+    def _notify_indexed(self, repo: Repo, commits: dict[str, str]) -> None:
+        # A listener's failure is its own (logged): the search index is already in place and stays served.
+        for listener in list(self._index_listeners):
+            try:
+                listener(repo, dict(commits))
+            except Exception:
+                log.exception("index listener failed for %s", repo.name)
 
     def _remove_stale(self, repo_id: int, keep: str) -> None:
         """Remove the generations older than `keep` (all when it is empty).
