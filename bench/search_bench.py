@@ -23,7 +23,7 @@ from pathlib import Path
 from codewell.search import native
 from codewell.search.index.shard import Shard
 from codewell.search.indexer import branch_commits, build_from_mirror
-from codewell.search.parallel import search_shard_parallel
+from codewell.search.parallel import search_many, search_shard_parallel
 from codewell.search.query.parser import parse_query
 
 RG = str(Path(sys.executable).with_name("rg"))
@@ -154,7 +154,6 @@ def build(repo: Path, target: Path) -> dict[str, object]:
 
 def split_main(root: Path, shards_dir: Path, runs: int, rebuild: bool) -> None:
     """Multi-repository run: one shard per top-level directory, queries fanned out over all of them."""
-    from codewell.search.parallel import search_many
 
     started = time.perf_counter()
     shards = []

@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from codewell.repos.service import register_local_repo as register
+
 if TYPE_CHECKING:
     from codewell.repos.service import Repo
     from codewell.runtime import Runtime
@@ -177,6 +179,5 @@ def sample_repo(path: Path) -> Path:
 
 def register_local_repo(runtime: Runtime, path: Path, name: str, *, private: bool = False) -> Repo:
     """Register the repository at `path` as `name` and mirror it synchronously; return the ready Repo."""
-    from codewell.repos.service import register_local_repo as register
 
     return register(runtime, path, name, private=private)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from codewell.auth.service import AuthService
-from codewell.mcp.http import challenge, endpoint_for_path
+from codewell.mcp.endpoints import challenge, endpoint_for_path
 from codewell.runtime import Runtime
 
 

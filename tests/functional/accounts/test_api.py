@@ -6,6 +6,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from codewell.accounts.service import AccountService
+from codewell.auth.service import AuthService
 from codewell.runtime import Runtime
 from tests.factories import auth_headers, make_token, make_user
 
@@ -169,7 +170,6 @@ def test_audit_api_filters_and_pages(client: TestClient, admin: dict[str, str]) 
 
 
 def test_oauth_actors_cannot_change_accounts(client: TestClient, runtime: Runtime) -> None:
-    from codewell.auth.service import AuthService
 
     accounts = runtime.get(AccountService)
     root = make_user(runtime, "root", site_admin=True)

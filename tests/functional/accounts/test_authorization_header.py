@@ -9,8 +9,9 @@ from starlette.testclient import TestClient
 from codewell.accounts.audit import AuditEntry, AuditService
 from codewell.accounts.service import AccountService
 from codewell.accounts.tokens import TokenService
-from codewell.auth.service import AuthService
+from codewell.auth.service import AuthService, ClientInfo
 from codewell.core.actors import INTERNAL, Actor
+from codewell.http.sessions import SESSION_COOKIE
 from codewell.runtime import Runtime
 from tests.factories import make_token, make_user, set_site_config
 
@@ -99,8 +100,6 @@ def test_other_schemes_are_ignored_and_audited(client: TestClient, runtime: Runt
 
 
 def test_unknown_scheme_does_not_hide_a_valid_session(client: TestClient, runtime: Runtime) -> None:
-    from codewell.auth.service import ClientInfo
-    from codewell.http.sessions import SESSION_COOKIE
 
     alice = make_user(runtime, "alice")
     cookie, _ = runtime.get(AuthService).start_session(alice, ClientInfo())

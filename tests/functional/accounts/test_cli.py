@@ -19,6 +19,7 @@ from codewell.core.errors import Unauthenticated
 from codewell.core.settings import Settings
 from codewell.db.base import utcnow
 from codewell.runtime import Runtime
+from tests.factories import set_site_config
 
 
 @pytest.fixture
@@ -125,7 +126,6 @@ def test_roles_recipe_and_audit(codewell: CliRunnerCall, runtime: Runtime) -> No
 
 
 def test_unlock_ends_a_lockout(codewell: CliRunnerCall, runtime: Runtime) -> None:
-    from tests.factories import set_site_config
 
     codewell("users", "create", "alice", "--password-stdin", input="a long enough password\n")
     set_site_config(runtime, {"auth.lockout": {"failedAttemptThreshold": 1}})

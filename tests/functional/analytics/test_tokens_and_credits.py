@@ -9,8 +9,11 @@ import pytest
 from starlette.testclient import TestClient
 
 from codewell.analytics.credits import CreditService
+from codewell.analytics.models import AnalyticsTokenRow
+from codewell.auth.service import AuthService, ClientInfo
 from codewell.core.actors import INTERNAL
 from codewell.core.errors import QuotaExceeded
+from codewell.http.sessions import SESSION_COOKIE
 from tests.factories import make_token
 from tests.functional.analytics.conftest import INSTANCE, Instance, analytics_token
 
@@ -25,8 +28,6 @@ def instance_token_headers(instance: Instance) -> dict[str, str]:
 
 def sign_in(client: TestClient, instance: Instance) -> str:
     """Give the client a session of the admin (as the sign-in page would); returns its CSRF token."""
-    from codewell.auth.service import AuthService, ClientInfo
-    from codewell.http.sessions import SESSION_COOKIE
 
     cookie, session = instance.runtime.get(AuthService).start_session(instance.admin, ClientInfo())
     client.cookies.set(SESSION_COOKIE, cookie)
@@ -65,7 +66,6 @@ def test_token_rest_api_follows_the_older_shape(client: TestClient, instance: In
 
 
 def test_expired_tokens_stop_working(client: TestClient, instance: Instance) -> None:
-    from codewell.analytics.models import AnalyticsTokenRow
 
     token = analytics_token(instance.runtime, instance.admin, "short")
     with instance.runtime.db.session() as session:

@@ -16,11 +16,13 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from codewell.app import create_app
 from codewell.core.actors import INTERNAL
 from codewell.core.errors import InvalidInput, Unavailable
 from codewell.evaluator.pool import RunLimits, Worker, WorkerDied
 from codewell.evaluator.sandbox import SandboxLimits
 from codewell.evaluator.service import EvaluationResult, EvaluatorLimits, EvaluatorService
+from codewell.evaluator.setup import setup, warm_workers
 from codewell.runtime import Runtime
 
 # Backtracks O(n^4) inside one string.find call: the instruction hook never fires during it.
@@ -359,8 +361,6 @@ def test_oversized_arguments_can_be_caught_and_the_worker_survives(
 
 
 def test_server_start_warms_the_pool(runtime: Runtime) -> None:
-    from codewell.app import create_app
-    from codewell.evaluator.setup import setup, warm_workers
 
     create_app(runtime, background=False)
     assert [name for name, _ in runtime.background].count("evaluator-warm") == 1

@@ -15,6 +15,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from sqlalchemy import select
 
+from codewell.accounts.roles import RoleService
+from codewell.accounts.service import AccountService
 from codewell.analytics.events import UsageRecorder
 from codewell.analytics.models import UsageEventRow
 from codewell.core.actors import INTERNAL
@@ -224,7 +226,6 @@ async def test_gating_disabled_unauthenticated_and_forbidden(served: Served) -> 
 
 
 async def test_caller_without_mcp_access_gets_403(served: Served) -> None:
-    from codewell.accounts.roles import RoleService  # the permission model of the accounts capability
 
     alice = served.user("alice")
     token = served.token(alice)
@@ -237,8 +238,6 @@ async def test_caller_without_mcp_access_gets_403(served: Served) -> None:
 async def test_demoted_site_admin_loses_access_on_the_very_next_request(served: Served) -> None:
     """Site admins skip the (cached) permission lookup; the flag comes with the credential on each request,
     so taking it away applies at once, not after the permission cache's lifetime."""
-    from codewell.accounts.roles import RoleService
-    from codewell.accounts.service import AccountService
 
     served.user("keeper", site_admin=True)  # demoting the last site admin is refused
     root = served.user("root", site_admin=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from starlette.testclient import TestClient
 
+from codewell.accounts.roles import RoleService
 from codewell.accounts.tokens import TokenService
 from codewell.core.actors import INTERNAL
 from codewell.runtime import Runtime
@@ -47,7 +48,6 @@ def test_other_api_paths_get_no_oauth_challenge(client: TestClient) -> None:
 
 def test_mcp_access_restriction_applies_on_the_next_request(client: TestClient, runtime: Runtime) -> None:
     """The spec's recipe: remove MCP#ACCESS from User, grant it through a custom role to chosen users."""
-    from codewell.accounts.roles import RoleService
 
     alice, bob = make_user(runtime, "alice"), make_user(runtime, "bob")
     headers = {**ACCEPT, "Host": runtime.external_url.split("://", 1)[1]}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from codewell.accounts.audit import AuditService
 from codewell.accounts.permissions import MCP_ACCESS
 from codewell.accounts.roles import RoleService
 from codewell.accounts.service import AccountService
@@ -112,7 +113,6 @@ def test_only_site_admins_change_roles(runtime: Runtime, roles: RoleService) -> 
 
 
 def test_role_changes_are_audited(runtime: Runtime, roles: RoleService) -> None:
-    from codewell.accounts.audit import AuditService
 
     root = actor_of_user(runtime, make_user(runtime, "root", site_admin=True))
     roles.create_role(root, "Agents", (MCP_ACCESS,))

@@ -17,6 +17,7 @@ import functools
 import gc
 import os
 import shutil
+import types
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -31,15 +32,30 @@ from codewell.auth.providers.oauth import HTTP_TIMEOUT, FilterRefused, ProviderE
 from codewell.config.providers import SAMLProvider
 from codewell.core.errors import CodewellError, PermissionDenied, Unavailable
 
-with warnings.catch_warnings():  # pysaml2 still imports a cipher mode cryptography has moved (harmless here)
-    warnings.simplefilter("ignore", CryptographyDeprecationWarning)
-    from saml2 import BINDING_HTTP_POST, BINDING_HTTP_REDIRECT
+if TYPE_CHECKING:
     from saml2.client import Saml2Client
     from saml2.config import SPConfig
-    from saml2.metadata import create_metadata_string
 
-if TYPE_CHECKING:
     from codewell.runtime import Runtime
+
+# The SAML bindings used here (saml2.BINDING_HTTP_POST / BINDING_HTTP_REDIRECT).
+BINDING_HTTP_POST = "urn:oasis:names:tc:SAML:2.0:bindings:HTTP-POST"
+BINDING_HTTP_REDIRECT = "urn:oasis:names:tc:SAML:2.0:bindings:HTTP-Redirect"
+
+
+@functools.cache
+def _pysaml2() -> types.SimpleNamespace:
+    """pysaml2, imported on first use: loading its XML schemas takes ~0.7 s, which every `codewell` command
+    would otherwise pay (the one justified import inside a function in auth/)."""
+    with warnings.catch_warnings():  # pysaml2 still imports a cipher mode cryptography has moved (harmless here)
+        warnings.simplefilter("ignore", CryptographyDeprecationWarning)
+        from saml2.client import Saml2Client  # noqa: PLC0415
+        from saml2.config import SPConfig  # noqa: PLC0415
+        from saml2.metadata import create_metadata_string  # noqa: PLC0415
+    return types.SimpleNamespace(
+        Saml2Client=Saml2Client, SPConfig=SPConfig, create_metadata_string=create_metadata_string
+    )
+
 
 ACS_PATH = "/.auth/saml/acs"
 METADATA_PATH = "/.auth/saml/metadata"
@@ -150,7 +166,7 @@ class SAMLClient:
         }
         if with_idp:
             settings["metadata"] = {"inline": [self._metadata_xml()]}
-        config = SPConfig()
+        config = _pysaml2().SPConfig()
         try:
             config.load(settings)
         except Exception as exc:  # pysaml2 raises assorted errors for bad metadata or keys
@@ -158,7 +174,8 @@ class SAMLClient:
         return config
 
     def client(self) -> Saml2Client:
-        return Saml2Client(config=self.config())
+        client: Saml2Client = _pysaml2().Saml2Client(config=self.config())
+        return client
 
     @_reaps_temp_files
     def authorization_url(self, flow: Flow) -> str:
@@ -176,7 +193,7 @@ class SAMLClient:
 
     @_reaps_temp_files
     def metadata(self) -> str:
-        return str(create_metadata_string(None, config=self.config(with_idp=False), sign=False).decode())
+        return str(_pysaml2().create_metadata_string(None, config=self.config(with_idp=False), sign=False).decode())
 
     @_reaps_temp_files
     def finish(self, saml_response: str, flow: Flow) -> ExternalAccount:

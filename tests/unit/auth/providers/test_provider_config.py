@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from codewell.config import parse_site_config
@@ -21,7 +23,6 @@ OAUTH = {"clientID": "id", "clientSecret": "secret"}
 
 
 def providers(*entries: dict[str, object]) -> list[object]:
-    import json
 
     return list(parse_site_config(json.dumps({"auth.providers": list(entries)})).providers)
 
@@ -106,7 +107,6 @@ def test_raw_entries_round_trip_unchanged() -> None:
     ],
 )
 def test_invalid_entries_name_the_field(entry: dict[str, object], message: str) -> None:
-    import json
 
     with pytest.raises(ConfigError) as info:
         parse_site_config(json.dumps({"auth.providers": [entry]}))

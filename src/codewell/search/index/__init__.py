@@ -1,0 +1,1 @@
+"""The search index: shard building (builder, bitmaps, languages) and reading (shard)."""

@@ -1,0 +1,96 @@
+"""The house's rules that import-linter does not express (docs/architecture.md).
+
+import-linter (`lint-imports`, run by ./scripts/test) checks the layers and that only a capability imports its
+tables. These tests add: a capability reaches another only through the modules that form its declared public API,
+every capability folder is declared exactly once, and the kits import no capability.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import codewell
+from codewell.capabilities import CAPABILITIES
+
+PACKAGE = Path(codewell.__path__[0])
+
+# Per capability, the modules other capabilities may import: its service API and a documented handful
+# (docs/architecture.md, "Public API of each capability"). Everything else is the capability's own business.
+PUBLIC_API: dict[str, frozenset[str]] = {
+    "accounts": frozenset({"service", "audit", "credentials", "tokens", "usernames", "verification"}),
+    "analytics": frozenset({"service", "events", "credits"}),
+    "auth": frozenset({"service"}),
+    "codenav": frozenset({"service"}),
+    "evaluator": frozenset({"service"}),
+    "history": frozenset({"service"}),
+    "licensing": frozenset({"service"}),
+    "mcp": frozenset(),
+    "nls": frozenset({"service"}),
+    "oauth": frozenset({"service"}),
+    # repos.git is plain git plumbing (refs, revisions) that history's prefilter shares.
+    "repos": frozenset({"service", "git"}),
+    # The query language is part of search's contract (the evaluator parses queries before searching).
+    "search": frozenset({"service", "query.parser"}),
+    "agents": frozenset({"service"}),
+}
+KITS = ("http", "clikit", "authz", "runtime", "capability", "config", "db", "core")
+
+
+def capability_folders() -> list[str]:
+    return sorted(p.name for p in PACKAGE.iterdir() if (p / "capability.py").exists())
+
+
+def imports_of(path: Path) -> list[tuple[str, int]]:
+    """Every `codewell.*` module imported by `path` (absolute imports; any depth of nesting)."""
+    found: list[tuple[str, int]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.module, node.lineno))
+        elif isinstance(node, ast.Import):
+            found.extend((alias.name, node.lineno) for alias in node.names)
+    return [(module, line) for module, line in found if module.startswith("codewell.")]
+
+
+def test_every_capability_folder_is_declared_once() -> None:
+    declared = [capability.name for capability in CAPABILITIES]
+    assert len(declared) == len(set(declared))
+    assert sorted(declared) == capability_folders()
+
+
+@pytest.mark.parametrize("capability", capability_folders())
+def test_capabilities_reach_each_other_only_through_their_public_api(capability: str) -> None:
+    crossings = []
+    for path in sorted((PACKAGE / capability).rglob("*.py")):
+        for module, line in imports_of(path):
+            parts = module.split(".")
+            target = parts[1]
+            if target == capability or target not in PUBLIC_API:
+                continue
+            inner = ".".join(parts[2:])
+            if inner not in PUBLIC_API[target]:
+                crossings.append(f"{path.relative_to(PACKAGE)}:{line} imports {module}")
+    assert crossings == [], "import the capability's service (or add the module to its documented public API)"
+
+
+@pytest.mark.parametrize("kit", KITS)
+def test_kits_import_no_capability(kit: str) -> None:
+    root = PACKAGE / kit
+    paths = sorted(root.rglob("*.py")) if root.is_dir() else [PACKAGE / f"{kit}.py"]
+    capabilities = set(PUBLIC_API)
+    offending = [
+        f"{path.relative_to(PACKAGE)}:{line} imports {module}"
+        for path in paths
+        for module, line in imports_of(path)
+        if module.split(".")[1] in capabilities
+    ]
+    assert offending == []
+
+
+def test_the_public_api_table_names_existing_modules() -> None:
+    for capability, modules in PUBLIC_API.items():
+        for module in modules:
+            if (PACKAGE / capability).is_dir() and (PACKAGE / capability / "capability.py").exists():
+                assert (PACKAGE / capability / (module.replace(".", "/") + ".py")).exists(), (capability, module)
