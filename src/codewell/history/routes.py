@@ -23,7 +23,7 @@ from starlette.routing import BaseRoute, Route
 
 from codewell.core.actors import Actor
 from codewell.core.errors import InvalidInput
-from codewell.history import compare_page, render
+from codewell.history import compare_page, render, wire
 from codewell.history.service import HistoryService
 from codewell.http.requests import actor_of, runtime_of
 from codewell.runtime import Runtime
@@ -60,54 +60,22 @@ def _args(request: Request, allowed: set[str]) -> dict[str, Any]:
 
 
 def _commits(runtime: Runtime, actor: Actor, args: dict[str, Any]) -> dict[str, Any]:
-    result = runtime.get(HistoryService).commit_search(
-        actor,
-        args.get("repos", []),
-        message_terms=args.get("messageTerms"),
-        authors=args.get("authors"),
-        content_terms=args.get("contentTerms"),
-        files=args.get("files"),
-        after=args.get("after"),
-        before=args.get("before"),
-        revisions=args.get("revisions"),
-        count=args.get("count"),
-    )
+    result = wire.commit_search(runtime.get(HistoryService), actor, args)
     return render.commits_json(result, runtime.external_url, render.query_text(args, render.COMMIT_QUERY))
 
 
 def _diffs(runtime: Runtime, actor: Actor, args: dict[str, Any]) -> dict[str, Any]:
-    result = runtime.get(HistoryService).diff_search(
-        actor,
-        args.get("pattern", ""),
-        args.get("repos", []),
-        added=args.get("added"),
-        removed=args.get("removed"),
-        authors=args.get("authors"),
-        after=args.get("after"),
-        before=args.get("before"),
-        revisions=args.get("revisions"),
-        count=args.get("count"),
-    )
+    result = wire.diff_search(runtime.get(HistoryService), actor, args)
     return render.diffs_json(result, runtime.external_url, render.query_text(args, render.DIFF_QUERY))
 
 
 def _compare(runtime: Runtime, actor: Actor, args: dict[str, Any]) -> dict[str, Any]:
-    comparison = runtime.get(HistoryService).compare(
-        actor,
-        args.get("repo", ""),
-        args.get("base", ""),
-        args.get("head", ""),
-        first=args.get("first"),
-        after=args.get("after"),
-    )
+    comparison = wire.compare(runtime.get(HistoryService), actor, args)
     return compare_page.comparison_json(comparison, runtime.external_url)
 
 
 def _contributors(runtime: Runtime, actor: Actor, args: dict[str, Any]) -> dict[str, Any]:
-    repos = runtime.get(HistoryService).contributor_repos(
-        actor, args.get("authors", []), limit=args.get("limit"), min_commits=args.get("minCommits")
-    )
-    return render.contributors_json(repos)
+    return render.contributors_json(wire.contributor_repos(runtime.get(HistoryService), actor, args))
 
 
 def _endpoint(answer: Answer, allowed: set[str]) -> Any:

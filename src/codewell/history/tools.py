@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from codewell.core.tools import Endpoint, ToolContext, ToolResult, ToolSpec
-from codewell.history import compare_page, params, render
+from codewell.history import compare_page, params, render, wire
 from codewell.history import service as svc
 from codewell.history.service import HistoryService
 
@@ -38,54 +38,28 @@ def _terms(max_length: int, description: str) -> dict[str, Any]:
 
 
 def commit_search(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-    result = ctx.runtime.get(HistoryService).commit_search(
-        ctx.actor,
-        args.get("repos", []),
-        message_terms=args.get("messageTerms"),
-        authors=args.get("authors"),
-        content_terms=args.get("contentTerms"),
-        files=args.get("files"),
-        after=args.get("after"),
-        before=args.get("before"),
-        revisions=args.get("revisions"),
-        count=args.get("count"),
-    )
+    result = wire.commit_search(ctx.runtime.get(HistoryService), ctx.actor, args)
     external_url = ctx.runtime.external_url
     structured = render.commits_json(result, external_url, render.query_text(args, render.COMMIT_QUERY))
     return ToolResult(render.commits_text(result, external_url), structured)
 
 
 def diff_search(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-    result = ctx.runtime.get(HistoryService).diff_search(
-        ctx.actor,
-        args["pattern"],
-        args.get("repos", []),
-        added=args.get("added"),
-        removed=args.get("removed"),
-        authors=args.get("authors"),
-        after=args.get("after"),
-        before=args.get("before"),
-        revisions=args.get("revisions"),
-        count=args.get("count"),
-    )
+    result = wire.diff_search(ctx.runtime.get(HistoryService), ctx.actor, args)
     query = render.query_text(args, render.DIFF_QUERY)
     text, structured = render.diffs_answer(result, ctx.runtime.external_url, query)
     return ToolResult(text, structured)
 
 
 def compare_revisions(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-    comparison = ctx.runtime.get(HistoryService).compare(
-        ctx.actor, args["repo"], args["base"], args["head"], first=args.get("first"), after=args.get("after")
-    )
+    comparison = wire.compare(ctx.runtime.get(HistoryService), ctx.actor, args)
     text, structured = compare_page.comparison_answer(comparison, ctx.runtime.external_url)
     return ToolResult(text, structured)
 
 
 def get_contributor_repos(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     authors = args.get("authors", [])
-    repos = ctx.runtime.get(HistoryService).contributor_repos(
-        ctx.actor, authors, limit=args.get("limit"), min_commits=args.get("minCommits")
-    )
+    repos = wire.contributor_repos(ctx.runtime.get(HistoryService), ctx.actor, args)
     return ToolResult(render.contributors_text(repos, authors), render.contributors_json(repos))
 
 
