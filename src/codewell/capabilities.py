@@ -15,6 +15,7 @@ from codewell.capability import Capability
 from codewell.codenav.capability import CAPABILITY as CODENAV
 from codewell.evaluator.capability import CAPABILITY as EVALUATOR
 from codewell.history.capability import CAPABILITY as HISTORY
+from codewell.licensing.capability import CAPABILITY as LICENSING
 from codewell.mcp.capability import CAPABILITY as MCP
 from codewell.oauth.capability import CAPABILITY as OAUTH
 from codewell.repos.capability import CAPABILITY as REPOS
@@ -26,6 +27,7 @@ CAPABILITIES: tuple[Capability, ...] = (
     REPOS,
     AUTH,
     ANALYTICS,
+    LICENSING,
     OAUTH,
     SEARCH,
     HISTORY,

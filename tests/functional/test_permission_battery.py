@@ -273,6 +273,9 @@ ROWS: list[Row] = [
     Row("POST", "/site-admin/roles/{name}/users", ADMIN, role, form={"username": "carol", "assigned": "true"}),
     Row("POST", "/site-admin/roles/{name}/delete", ADMIN, role),
     Row("GET", "/site-admin/audit", ADMIN),
+    # -- licensing ------------------------------------------------------------------------------------------
+    Row("GET", "/.api/license", ADMIN),
+    Row("GET", "/site-admin/license", ADMIN),
     # -- repositories -------------------------------------------------------------------------------------
     Row("GET", "/.api/repos", SIGNED_IN),
     Row("POST", "/.api/repos", ADMIN, json={"url": "https://example.com/battery.git", "name": "example.com/battery"}),

@@ -41,6 +41,8 @@ class Action(StrEnum):
     ANALYTICS_TOKENS_MANAGE = "analytics-tokens:manage"
     CREDITS_READ = "credits:read"
     CREDITS_MANAGE = "credits:manage"
+    LICENSE_READ = "license:read"
+    LICENSE_MANAGE = "license:manage"
     OAUTH_CLIENTS_MANAGE = "oauth-clients:manage"
     OAUTH_TOKENS_INTROSPECT = "oauth-tokens:introspect"
 
@@ -138,6 +140,8 @@ RULES: dict[Action, Rule] = {
     ),
     Action.CREDITS_READ: Rule(Who.SITE_ADMIN, R, "only site admins can see credit buckets", _ASK_ADMIN),
     Action.CREDITS_MANAGE: Rule(Who.SITE_ADMIN, C, "only site admins can allocate credits", _ASK_ADMIN),
+    Action.LICENSE_READ: Rule(Who.SITE_ADMIN, R, "only site admins can see the license", _ASK_ADMIN),
+    Action.LICENSE_MANAGE: Rule(Who.SITE_ADMIN, C, "only site admins can install license keys", _ASK_ADMIN),
     Action.OAUTH_CLIENTS_MANAGE: Rule(Who.SITE_ADMIN, C, "only site admins can manage OAuth clients", _ASK_ADMIN),
     Action.OAUTH_TOKENS_INTROSPECT: Rule(
         Who.CLIENT_OR_ADMIN, R, "a client may only introspect its own tokens", "authenticate as the token's client"

@@ -186,6 +186,9 @@ def extract(path: str, data: bytes) -> FileSymbols:
     occurrences: list[Occurrence] = []
     append = occurrences.append
     for node in names:
+        if node.type == "preproc_arg":
+            occurrences.extend(_macro_body_names(data, node))
+            continue
         start = node.start_byte
         if start in def_starts:
             role = DEFINITION
@@ -199,6 +202,32 @@ def extract(path: str, data: bytes) -> FileSymbols:
         append(Occurrence(data[start : node.end_byte].decode("utf-8", "replace"), row + 1, column + 1, role))
     result.occurrences = occurrences
     return result
+
+
+# A C/C++ macro body is one `preproc_arg` token for tree-sitter; its names are found lexically. Strings,
+# character literals and comments are matched first so that the names inside them are skipped.
+_MACRO_TOKEN = re.compile(rb'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|/\*.*?\*/|//[^\n]*|\b([A-Za-z_]\w*)', re.DOTALL)
+
+
+def _macro_body_names(data: bytes, node: Node) -> list[Occurrence]:
+    """The identifiers of a `#define` body (uses of other macros, functions, fields) as occurrences."""
+    body = data[node.start_byte : node.end_byte]
+    row, column = node.start_point
+    line_start = node.start_byte - column  # byte offset of the body's first line in `data`
+    out: list[Occurrence] = []
+    for m in _MACRO_TOKEN.finditer(body):
+        if m.group(1) is None:
+            continue
+        start = node.start_byte + m.start(1)
+        newlines = body.count(b"\n", 0, m.start(1))
+        if newlines:
+            row_at = row + newlines
+            col = start - (node.start_byte + body.rindex(b"\n", 0, m.start(1)) + 1)
+        else:
+            row_at, col = row, start - line_start
+        role = MEMBER if start and data[start - 1] in _MEMBER_MARKS else REFERENCE
+        out.append(Occurrence(m.group(1).decode("utf-8", "replace"), row_at + 1, col + 1, role))
+    return out
 
 
 def _inside(ranges: list[tuple[int, int]], starts: list[int], offset: int) -> bool:

@@ -16,7 +16,7 @@ import posixpath
 import re
 import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
@@ -40,6 +40,7 @@ from codewell.codenav.store import Indexed, SymbolRow, build_index, open_index
 from codewell.core.actors import Actor
 from codewell.core.errors import InvalidInput, NotFound
 from codewell.repos.service import Repo, RepoService, clean_path
+from codewell.search.service import DefinitionSpans, SymbolMatch
 
 if TYPE_CHECKING:
     from codewell.runtime import Runtime
@@ -200,6 +201,65 @@ class CodeNavService:
     def drop(self, repo: Repo) -> None:
         """Forget every symbol index of `repo` (removal listener)."""
         shutil.rmtree(self.root / str(repo.id), ignore_errors=True)
+
+    def on_indexed(self, repo: Repo, branches: dict[str, str]) -> None:
+        """Search index listener: extract the symbols of every indexed branch commit, then drop the others.
+
+        Runs in the indexing thread (big revisions go to the process pool), so no query waits for it. Index
+        files of commits no branch points at any more are removed: those of the previous generation, and
+        those built on demand for other revisions (a cache: the next request for such a revision rebuilds it).
+        """
+        keep = set(branches.values())
+        for commit in sorted(keep):
+            self.index_revision(repo, commit).close()
+        folder = self.root / str(repo.id)
+        for path in folder.glob("*.sqlite"):
+            if path.stem not in keep:
+                path.unlink(missing_ok=True)
+
+    # --- symbol source for search (type:symbol, ranking) ------------------------------------------------
+
+    def symbols(
+        self, repo: Repo, commit: str, match: Callable[[str], bool], include: Callable[[str], bool], limit: int
+    ) -> list[SymbolMatch] | None:
+        """Definitions in `commit` whose name satisfies `match` and path `include` (SymbolSource for search).
+
+        Locals of functions are left out. Only reads an existing index (None without one): a search never
+        waits for an extraction. When more
+        than `limit` definitions match, the shortest names are kept: they are the closest to what was typed.
+        """
+        index = open_index(self.index_file(repo, commit))
+        if index is None:
+            return None
+        try:
+            names = sorted((n for n in index.symbol_names() if match(n)), key=lambda n: (len(n), n))
+            rows: list[SymbolRow] = []
+            for name in names:
+                rows.extend(r for r in index.outer_symbols_named(name) if include(r.path))
+                if len(rows) >= limit:
+                    break
+        finally:
+            index.close()
+        lines: dict[str, list[str]] = {}
+        out: list[SymbolMatch] = []
+        for r in rows[:limit]:
+            s = r.symbol
+            text = lines.setdefault(r.path, self._lines(repo, commit, r.path))
+            line = text[s.line - 1] if 0 < s.line <= len(text) else ""
+            end = s.end_column - 1 if s.end_line == s.line else len(line.encode("utf-8"))
+            out.append(SymbolMatch(r.path, s.name, s.kind, s.container, s.line, s.column - 1, end, line))
+        return out
+
+    def definitions(self, repo: Repo, commit: str, paths: Sequence[str]) -> DefinitionSpans | None:
+        """Byte spans of the names defined in each parsed file of `paths` (SymbolSource for search ranking)."""
+        index = open_index(self.index_file(repo, commit))
+        if index is None:
+            return None
+        try:
+            spans = index.definition_spans(paths)
+        finally:
+            index.close()
+        return {path: [(line, col - 1, end - 1) for line, col, end in found] for path, found in spans.items()}
 
     # --- shared steps ----------------------------------------------------------------------------------
 

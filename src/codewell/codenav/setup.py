@@ -1,11 +1,21 @@
-"""Wiring of the codenav capability: forget a repository's symbol indexes when it is removed."""
+"""Wiring of the codenav capability: symbols for every revision search indexes, and search's symbol source.
+
+Search calls `CodeNavService.on_indexed` after each new index generation (in its indexing thread), so a
+revision's symbols exist before anyone navigates it, and reads symbol tables through the `SymbolSource`
+interface it defines (search never imports codenav). Removing a repository deletes its symbol indexes.
+"""
 
 from __future__ import annotations
 
 from codewell.codenav.service import CodeNavService
 from codewell.repos.service import RepoService
 from codewell.runtime import Runtime
+from codewell.search.service import SearchService
 
 
 def setup(runtime: Runtime) -> None:
-    runtime.get(RepoService).add_removal_listener(runtime.get(CodeNavService).drop)
+    nav = runtime.get(CodeNavService)
+    runtime.get(RepoService).add_removal_listener(nav.drop)
+    search = runtime.get(SearchService)
+    search.add_index_listener(nav.on_indexed)
+    search.set_symbol_source(nav)

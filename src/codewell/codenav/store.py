@@ -54,6 +54,16 @@ CREATE INDEX files_package ON files (package);
 """
 
 
+# SQL condition on `symbols s`: not a local (a parameter or variable whose container is a function or method of
+# the same file). Search ranks and lists what a file defines for others; locals would make every line that
+# binds a name look like a definition.
+_NOT_LOCAL = (
+    "NOT (s.kind = 'variable' AND s.container != '' AND EXISTS (SELECT 1 FROM symbols o WHERE o.file_id = "
+    "s.file_id AND o.kind IN ('function', 'method') AND s.container = "
+    "CASE WHEN o.container = '' THEN o.name ELSE o.container || '.' || o.name END))"
+)
+
+
 @dataclass(frozen=True, slots=True)
 class SymbolRow:
     path: str
@@ -317,6 +327,45 @@ class Indexed:
         rows = self.db.execute(sql, (name,)).fetchall()
         wanted = None if paths is None else set(paths)
         return [SymbolRow(row[0], row[1], Symbol(*row[2:])) for row in rows if wanted is None or row[0] in wanted]
+
+    def symbol_names(self) -> list[str]:
+        """Every distinct defined name of the revision."""
+        return [name for (name,) in self.db.execute("SELECT DISTINCT name FROM symbols")]
+
+    def outer_symbols_named(self, name: str) -> list[SymbolRow]:
+        """The definitions of `name` that are not locals of a function (see _NOT_LOCAL)."""
+        sql = (
+            "SELECT f.path, f.language, s.name, s.kind, s.container, s.line, s.col, s.end_line, s.end_col, "
+            "s.def_line, s.def_col, s.def_end_line, s.def_end_col FROM symbols s JOIN files f ON f.id = s.file_id "
+            f"WHERE s.name = ? AND {_NOT_LOCAL} ORDER BY f.path, s.line"
+        )
+        return [SymbolRow(row[0], row[1], Symbol(*row[2:])) for row in self.db.execute(sql, (name,))]
+
+    def definition_spans(self, paths: Iterable[str]) -> dict[str, list[tuple[int, int, int]]]:
+        """Path → (line, start column, end column) of every defined name but locals, for the parsed `paths`.
+
+        Columns as stored (1-based, end exclusive). A parsed file without definitions maps to an empty list, so
+        "defines nothing" stays distinct from "not parsed".
+        """
+        wanted = list(dict.fromkeys(paths))
+        out: dict[str, list[tuple[int, int, int]]] = {}
+        # SQLite allows at most 32766 parameters per statement; pages of 500 stay far below it.
+        for i in range(0, len(wanted), 500):
+            page = wanted[i : i + 500]
+            marks = ",".join("?" * len(page))
+            for (path,) in self.db.execute(
+                f"SELECT path FROM files WHERE queries != '' AND skipped = '' AND path IN ({marks})",
+                page,
+            ):
+                out[path] = []
+            rows = self.db.execute(
+                "SELECT f.path, s.line, s.col, s.end_col FROM symbols s JOIN files f ON f.id = s.file_id "
+                f"WHERE s.line = s.end_line AND f.path IN ({marks}) AND {_NOT_LOCAL}",
+                page,
+            )
+            for path, line, col, end_col in rows:
+                out.setdefault(path, []).append((line, col, end_col))
+        return out
 
     def symbols_in(self, path: str) -> list[Symbol]:
         rows = self.db.execute(

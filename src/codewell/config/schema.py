@@ -99,6 +99,8 @@ class SiteConfig(Strict):
         None, alias="email.senderAddress", pattern=r"^[^@\s<>]{1,64}@[^@\s<>]+\.[^@\s<>]+$"
     )
     email_verification_link_expiry: int = Field(86400, alias="email.verificationLinkExpiry", ge=300, le=30 * 86400)
+    # A signed license key (codewell.licensing.keys); takes precedence over one set with `codewell license set`.
+    license_key: str | None = Field(None, alias="licenseKey", max_length=16_384)
     mcp_enabled: bool = Field(True, alias="mcp.enabled")
     mcp_tools_disabled: list[str] = Field(default_factory=list, alias="mcp.tools.disabled")
     repositories: list[RepoSource] = Field(default_factory=list, alias="repositories")

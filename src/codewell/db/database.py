@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +19,12 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event, select
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 import codewell
 from codewell.core.errors import Unavailable
-from codewell.db.base import Base
+from codewell.db.base import Base, utcnow
 from codewell.db.models import InstanceMeta
 
 log = logging.getLogger(__name__)
@@ -123,6 +124,7 @@ class Database:
         """Apply every pending migration on every branch, logging each one applied."""
         state = self.migration_state()
         command.upgrade(self._alembic_config(), "heads")
+        self.created_at()  # a fresh database records its creation time now (the trial runs from it)
         if state.pending:
             log.info("database migrated", extra={"from": sorted(state.current), "to": sorted(state.heads)})
 
@@ -137,6 +139,21 @@ class Database:
                 row = InstanceMeta(key="instance_id", value=str(uuid.uuid4()))
                 session.add(row)
             return row.value
+
+    def created_at(self) -> datetime:
+        """When this database was created (recorded by the first `upgrade`, or by the first call on a database
+        made before it was recorded); UTC. Concurrent first calls agree: the loser of the insert re-reads."""
+        for _ in range(2):
+            try:
+                with self.session() as session:
+                    row = session.get(InstanceMeta, "created_at")
+                    if row is None:
+                        row = InstanceMeta(key="created_at", value=utcnow().isoformat())
+                        session.add(row)
+                    return datetime.fromisoformat(row.value)
+            except IntegrityError:
+                continue
+        raise Unavailable("cannot record the database's creation time", hint="retry")
 
     def table_names(self) -> list[str]:
         import_all_models()

@@ -4,8 +4,9 @@ SDK transport, and RFC 9728 protected resource metadata at the host root.
 Gate order (each answer is final): `mcp.enabled` false → 404 `no route`; unknown subpath → 404 `no route`;
 bad Host → 421; bad Origin → 403; no credentials → 401 with a `WWW-Authenticate` challenge; an OAuth token
 issued for another resource → 401 `invalid_token`; a token without an MCP-capable scope → 403
-`insufficient_scope`; no `MCP#ACCESS` → 403 `forbidden`. The site config is read per request, so changes
-apply without a restart. Then `codewell.mcp.envelope`: any method but POST → 405; an unsupported
+`insufficient_scope`; no `MCP#ACCESS` → 403 `forbidden`; the plan in force lacks the `mcp` feature → 403
+with JSON-RPC error `-32003` naming the plan needed (codewell.licensing). The site config is read per
+request, so changes apply without a restart. Then `codewell.mcp.envelope`: any method but POST → 405; an unsupported
 `MCP-Protocol-Version` → 400 listing the supported versions; a batch or a body that is no JSON-RPC message →
 400 `-32600`.
 
@@ -32,6 +33,7 @@ from codewell.core.errors import PermissionDenied, Unauthenticated
 from codewell.core.tools import Endpoint
 from codewell.http.errors import error_body
 from codewell.http.requests import actor_of
+from codewell.licensing.service import MCP_FEATURE, LicensingService
 from codewell.mcp import envelope, fastpath
 from codewell.mcp.endpoints import (
     MCP_PREFIX,
@@ -51,6 +53,8 @@ from codewell.runtime import Runtime
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
+# JSON-RPC error code (implementation-defined server error range) of a tool server outside the licensed plan.
+FEATURE_NOT_LICENSED = -32003
 
 
 def _json_error(status: int, code: str, message: str, hint: str | None = None, **headers: str) -> Response:
@@ -183,6 +187,10 @@ class McpGate:
         # MCP#ACCESS through roles (authz remembers the answer per user for a few seconds).
         if not await anyio.to_thread.run_sync(authz.allowed, actor, Action.MCP_ACCESS):
             return PlainTextResponse("forbidden", status_code=403)
+        # The tool server is a licensed feature: outside the plan, a JSON-RPC error a client can show.
+        unlicensed = await anyio.to_thread.run_sync(runtime.get(LicensingService).feature_refusal, MCP_FEATURE)
+        if unlicensed is not None:
+            return envelope.error_response(403, FEATURE_NOT_LICENSED, unlicensed.message, data=unlicensed.data())
         return endpoint
 
     def _oauth_problem(self, token: str | None, endpoint: Endpoint) -> str:

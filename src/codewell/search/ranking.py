@@ -4,7 +4,9 @@ Files are ordered by these tiers, each one strictly above the next, and a score 
 
 1. the file's path matches a pattern (`FileMatch.path_match`);
 2. one of its matching lines is a *definition*: a match overlaps the name that the line defines, judged by the
-   small per-language table `DEFINITIONS` below (`def foo(`, `static int foo(`, `func (r T) Foo(`, ...);
+   revision's symbol table when a symbol source has one for the file (search/symbols.py: codenav's tree-sitter
+   definitions), otherwise by the small per-language table `DEFINITIONS` below (`def foo(`, `static int foo(`,
+   `func (r T) Foo(`, ...);
 3. match quality (`match_quality`): 3 when a line holds the query's terms as an adjacent phrase (in query
    order, whole words, separated by at most three non-word characters: `def main`, `os.path`, `a::b`);
    2 when every term occurs as a whole word; 1 when some does; 0 when all matches are parts of longer
@@ -37,7 +39,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
 from codewell.search.results import FileMatch, LineMatch
@@ -285,9 +287,23 @@ def definition_lines(file: FileMatch) -> list[LineMatch]:
     return [m for m in file.line_matches if is_definition(file.language, m.line, m.ranges)]
 
 
-def has_definition(file: FileMatch) -> bool:
-    """True when one of `file`'s line matches is a definition of what was searched for."""
-    return any(is_definition(file.language, m.line, m.ranges) for m in file.line_matches)
+def has_definition(file: FileMatch, spans: Sequence[tuple[int, int, int]] | None = None) -> bool:
+    """True when one of `file`'s line matches is a definition of what was searched for.
+
+    `spans` are the file's defined names from a symbol table, `(line, start, end)` in byte offsets: a match
+    counts when it overlaps one of them. Without a table for the file (None) the regex forms above decide.
+    """
+    if spans is None:
+        return any(is_definition(file.language, m.line, m.ranges) for m in file.line_matches)
+    by_line: dict[int, list[tuple[int, int]]] = {}
+    for line, start, end in spans:
+        by_line.setdefault(line, []).append((start, end))
+    return any(
+        start < name_end and name_start < end
+        for m in file.line_matches
+        for name_start, name_end in by_line.get(m.line_number, ())
+        for start, end in m.ranges
+    )
 
 
 # Match quality ---------------------------------------------------------------------------------------------
@@ -387,16 +403,24 @@ def match_quality(file: FileMatch, terms: Sequence[str] = (), *, case_sensitive:
 # Ranking ---------------------------------------------------------------------------------------------------
 
 
-def rank(files: list[FileMatch], terms: Sequence[str] = (), *, case_sensitive: bool = False) -> None:
+def rank(
+    files: list[FileMatch],
+    terms: Sequence[str] = (),
+    *,
+    case_sensitive: bool = False,
+    definitions: Mapping[tuple[str, str], Sequence[tuple[int, int, int]]] | None = None,
+) -> None:
     """Sort `files` in place by the tiers in the module docstring (name, definition, quality, code, score).
 
-    Uses the match ranges already on each line and the query's plain `terms` (in query order), so it needs
-    nothing else. Sets `score` on every file; the sort is stable.
+    Uses the match ranges already on each line and the query's plain `terms` (in query order). `definitions`
+    maps (repository, path) to the defined names' spans from a symbol table (search/symbols.py): those files
+    are judged by it, the others by the regex forms. Sets `score` on every file; the sort is stable.
     """
     code_query = looks_like_code(terms)
+    tables = definitions or {}
     keys: dict[int, tuple[bool, bool, int, bool, float]] = {}
     for f in files:
-        defines = has_definition(f)
+        defines = has_definition(f, tables.get((f.repo, f.path)))
         quality = match_quality(f, terms, case_sensitive=case_sensitive)
         code = code_query and f.language not in PROSE_LANGUAGES
         base = 10 * math.log1p(len(f.line_matches)) - 0.01 * len(f.path)

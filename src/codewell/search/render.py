@@ -82,6 +82,11 @@ def _chunk_lines(chunk: list[LineMatch]) -> tuple[str, int]:
 def render_file(f: FileMatch) -> tuple[str, int]:
     """One block `# repo – path` plus its top chunks; returns (text, chunks left out)."""
     header = f"# {f.repo} – {f.path}"
+    if f.labels:
+        # A symbol match: one chunk per definition, led by its kind and qualified name.
+        shown_lines = f.line_matches[:CHUNKS_PER_FILE]
+        body = "\n\n".join(f"({f.labels.get(m.line_number, 'symbol')})\n{_render_chunk([m])}" for m in shown_lines)
+        return header + "\n" + body, max(0, len(f.line_matches) - CHUNKS_PER_FILE)
     chunks = _chunks(f)
     shown = sorted(chunks[:CHUNKS_PER_FILE], key=lambda c: c[0].line_number)
     body = "\n\n".join(_render_chunk(c) for c in shown)

@@ -29,6 +29,8 @@ class FileMatch:
     line_matches: list[LineMatch] = field(default_factory=list)
     path_match: bool = False
     score: float = 0.0
+    # type:symbol matches: line number → what the line defines (`method Config.load`); empty for text matches.
+    labels: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -58,6 +60,7 @@ class SearchResults:
                     "commit": f.commit,
                     "language": f.language,
                     "pathMatch": f.path_match,
+                    **({"symbols": {str(n): label for n, label in f.labels.items()}} if f.labels else {}),
                     "lineMatches": [
                         {"lineNumber": m.line_number, "line": m.line, "ranges": [list(r) for r in m.ranges]}
                         for m in f.line_matches

@@ -20,7 +20,7 @@ from codewell.authz import Action, ensure
 from codewell.core.actors import INTERNAL, Actor
 from codewell.core.errors import InvalidInput, NotFound
 from codewell.repos.service import Repo, RepoService
-from codewell.search.index.languages import LANGUAGES, normalize_language
+from codewell.search.index.languages import LANGUAGES, language_of, normalize_language
 from codewell.search.index.shard import Shard, ShardFormatError
 from codewell.search.indexer import branch_commits, build_from_mirror
 from codewell.search.parallel import search_many, search_shard_parallel
@@ -29,11 +29,23 @@ from codewell.search.query.regex import compile_regex
 from codewell.search.ranking import better_match_regexes, rank
 from codewell.search.results import FileMatch, IndexStatus, LineMatch, SearchResults
 from codewell.search.searcher import file_matches
+from codewell.search.symbols import DefinitionSpans, SymbolMatch, SymbolSource, name_matcher, symbol_order
 
 if TYPE_CHECKING:
     from codewell.runtime import Runtime
 
-__all__ = ["DEFAULT_COUNT", "FileMatch", "IndexStatus", "LineMatch", "SearchResults", "SearchService"]
+# The symbol-source types are re-exported here: capabilities above search import only its service module.
+__all__ = [
+    "DEFAULT_COUNT",
+    "DefinitionSpans",
+    "FileMatch",
+    "IndexStatus",
+    "LineMatch",
+    "SearchResults",
+    "SearchService",
+    "SymbolMatch",
+    "SymbolSource",
+]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +54,9 @@ DEFAULT_COUNT = 500
 # count:all is still bounded so one query cannot build an unbounded response in memory.
 MAX_COUNT = 1_000_000
 _UNINDEXED_CACHE = 4
+# Ranking asks the symbol source about at most this many files (one SQLite query per 500): a count:all over a
+# huge corpus ranks its definitions with the regex forms instead of paying a query per page of paths.
+MAX_SYMBOL_RANKED_FILES = 5_000
 _CPUS = os.cpu_count() or 1
 
 
@@ -68,6 +83,8 @@ class SearchService:
         # Called after a new generation is swapped in, with the repository and its indexed branch commits
         # (branch → commit): capabilities built on search (codenav symbols, nls chunks) index the same revisions.
         self._index_listeners: list[IndexListener] = []
+        # Per-revision symbol tables for type:symbol and the definition tier of ranking (search/symbols.py).
+        self._symbols: SymbolSource | None = None
 
     def _pool(self) -> ProcessPoolExecutor | None:
         """Verification processes for exhaustive searches of big shards (started on first need)."""
@@ -106,6 +123,12 @@ class SearchService:
             limit = count
         deadline = started + (timeout if timeout is not None else q.timeout)
         targets, skipped = self._targets(actor, q)
+        searched = list(targets)
+        symbol_files: list[FileMatch] = []
+        if q.type == "symbol":
+            # Definitions whose name matches come first; then the same terms as text, in the usual order.
+            symbol_files = self._symbol_matches(targets, q, limit or MAX_COUNT)
+            q = replace(q, type="file")
         results = SearchResults([], 0, False, False, skipped, count_given=q.count_all or q.count is not None)
         if limit is None:
             # count:all: every shard is searched anyway, so fan out over processes.
@@ -135,9 +158,69 @@ class SearchService:
                 results.timed_out |= extra.timed_out
                 if results.timed_out or extra.limit_hit:
                     break  # a full page of the better form is enough to rank from
-        rank(results.files, [p.text for p in q.patterns() if not p.regex], case_sensitive=q.case_sensitive)
+        rank(
+            results.files,
+            [p.text for p in q.patterns() if not p.regex],
+            case_sensitive=q.case_sensitive,
+            definitions=self._definition_spans(searched, results.files),
+        )
+        if symbol_files:
+            defined = {(f.repo, f.path) for f in symbol_files}
+            results.files = symbol_files + [f for f in results.files if (f.repo, f.path) not in defined]
+            results.match_count += sum(len(f.line_matches) for f in symbol_files)
         results.duration_ms = (time.monotonic() - started) * 1000
         return results
+
+    def set_symbol_source(self, source: SymbolSource | None) -> None:
+        """Use `source`'s symbol tables for type:symbol and ranking (codenav registers itself in its setup)."""
+        self._symbols = source
+
+    def _symbol_matches(
+        self, targets: list[tuple[Repo, Shard, str | None, str]], q: Query, limit: int
+    ) -> list[FileMatch]:
+        """Files holding definitions whose name matches `q`, best first (nothing without a symbol source)."""
+        source = self._symbols
+        if source is None:
+            return []
+        match = name_matcher(q)
+        include = _path_filter(q)
+        found: list[tuple[Repo, str, SymbolMatch]] = []
+        for repo, _shard, _branch, commit in targets:
+            got = source.symbols(repo, commit, match, include, limit)
+            found.extend((repo, commit, s) for s in got or ())
+        order = symbol_order([p.text for p in q.patterns() if not p.regex], case_sensitive=q.case_sensitive)
+        found.sort(key=lambda t: order(t[2]))
+        files: dict[tuple[str, str], FileMatch] = {}
+        for repo, commit, s in found[:limit]:
+            f = files.get((repo.name, s.path))
+            if f is None:
+                f = files[(repo.name, s.path)] = FileMatch(repo.name, s.path, commit, language_of(s.path))
+            if s.line not in f.labels:
+                f.labels[s.line] = s.label
+                f.line_matches.append(LineMatch(s.line, s.text, [(s.start, s.end)]))
+        for f in files.values():
+            f.line_matches.sort(key=lambda m: m.line_number)
+        return list(files.values())
+
+    def _definition_spans(
+        self, targets: list[tuple[Repo, Shard, str | None, str]], files: list[FileMatch]
+    ) -> dict[tuple[str, str], list[tuple[int, int, int]]]:
+        """(repository, path) → defined names' spans, for the matched files whose revision has a symbol table."""
+        source = self._symbols
+        if source is None or not files or len(files) > MAX_SYMBOL_RANKED_FILES:
+            return {}
+        repos = {repo.name: repo for repo, _shard, _branch, _commit in targets}
+        paths: dict[tuple[str, str], list[str]] = {}
+        for f in files:
+            if f.line_matches:
+                paths.setdefault((f.repo, f.commit), []).append(f.path)
+        out: dict[tuple[str, str], list[tuple[int, int, int]]] = {}
+        for (name, commit), wanted in paths.items():
+            repo = repos.get(name)
+            spans = None if repo is None else source.definitions(repo, commit, wanted)
+            for path, found in (spans or {}).items():
+                out[(name, path)] = found
+        return out
 
     def _collect(
         self,
@@ -453,6 +536,23 @@ def _better_queries(q: Query) -> list[Query]:
         patterns = tuple(Pattern(regex, regex, True, 0) for regex in form)
         out.append(replace(q, expr=patterns[0] if len(patterns) == 1 else And(patterns)))
     return out
+
+
+def _path_filter(q: Query) -> Callable[[str], bool]:
+    """The query's file:, -file:, lang: and -lang: filters as a predicate on paths (for symbol matches)."""
+    include = [compile_regex(p, case_sensitive=q.case_sensitive) for p in q.files]
+    exclude = [compile_regex(p, case_sensitive=q.case_sensitive) for p in q.exclude_files]
+    languages = set(q.languages)
+    excluded = set(q.exclude_languages)
+
+    def test(path: str) -> bool:
+        raw = path.encode("utf-8")
+        if any(rx.search(raw) is None for rx in include) or any(rx.search(raw) for rx in exclude):
+            return False
+        language = language_of(path)
+        return (not languages or language in languages) and language not in excluded
+
+    return test
 
 
 def _generation(name: str) -> int | None:

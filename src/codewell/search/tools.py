@@ -17,7 +17,8 @@ _DESCRIPTION = (
     "`<line>: <text>` lines. Search is case-insensitive by default (case:yes to change) and terms are ANDed "
     'within a file. Syntax: "exact phrase", /RE2 regex/, AND / OR / NOT with parentheses; filters '
     "repo:<regex> (repo:name@revision), -repo:, file:<regex> (use regex, not globs: file:.*\\.py$), -file:, "
-    "lang:<language>, rev:<revision> (only with repo:), count:N|all, type:path, timeout:10s. Use OR between "
+    "lang:<language>, rev:<revision> (only with repo:), count:N|all, type:path, timeout:10s; type:symbol or "
+    "sym:<name> finds definitions by name (listed first, as `(kind Container.name)` chunks). Use OR between "
     "alternatives rather than |. With count:N or count:all the answer lists every match found (up to N): the "
     "first 15 files' top chunks, then one `<line>: <text>` line per further match under its file's header, "
     "until about 23,000 characters; a longer answer ends with a cursor: call again with the same query and "

@@ -34,6 +34,10 @@ CORPUS: dict[str, str] = {
         "    def invoke(self, ctx):\n"
         "        return ctx.default_map\n"
     ),
+    # A docstring example that looks like a definition line by line (the regex heuristic counts it), and the
+    # real definition with fewer matching lines: only the symbol table tells them apart.
+    "src/click/_doc.py": '"""Examples::\n\n    def frobnicate(text):\n        return frobnicate(text.strip())\n"""\n',
+    "src/click/utils.py": "def frobnicate(text):\n    return text\n",
     "src/click/decorators.py": "def option(*param_decls, **attrs):\n    return _param_memo(param_decls, attrs)\n",
     "src/click/testing.py": (
         "class CliRunner:\n    def run(self, cli, args=None):\n        return cli.main(args=args)\n"
@@ -48,6 +52,7 @@ TABLE = [
     ("remaining args", "CHANGES.md"),  # a prose query: the phrase is in CHANGES.md
     ("option param", "src/click/decorators.py"),  # whole words in code beat `option` in CHANGES.md
     ("main", "src/click/core.py"),  # the definition, not README's or CHANGES' "remaining"
+    ("frobnicate", "src/click/utils.py"),  # the symbol table's definition, not the docstring's look-alike
 ]
 
 
@@ -68,3 +73,9 @@ def test_substring_only_prose_ranks_below_whole_word_code(service: SearchService
     paths = [f.path for f in service.search(INTERNAL, "def main count:2000").files]
     assert paths.index("src/click/core.py") < paths.index("CHANGES.md")
     assert paths.index("src/click/core.py") < paths.index("docs/page00.md")
+
+
+def test_the_symbol_table_decides_definitions_and_the_regex_is_the_fallback(service: SearchService) -> None:
+    assert [f.path for f in service.search(INTERNAL, "frobnicate").files] == ["src/click/utils.py", "src/click/_doc.py"]
+    service.set_symbol_source(None)  # no symbol tables: the one-line regex forms judge, and both files "define"
+    assert [f.path for f in service.search(INTERNAL, "frobnicate").files] == ["src/click/_doc.py", "src/click/utils.py"]

@@ -244,3 +244,15 @@ def test_unsupported_minified_and_broken_files() -> None:
     # tree-sitter recovers from syntax errors: the definitions before and after the damage are still found.
     broken = extract("x.py", b"def good():\n    pass\n\ndef broken(:\n    return (\n\nclass After:\n    pass\n")
     assert {"good", "After"} <= {s.name for s in broken.symbols}
+
+
+def test_names_in_c_macro_bodies_are_references() -> None:
+    source = (
+        b"#define hvalue(o) check_exp(ttistable(o), gco2t(val_(o).gc)) /* not_this */\n"
+        b'#define MSG(x) log_it("not_that", \\\n    x->len)\n'
+        b"int f(void) { return hvalue(0); }\n"
+    )
+    found = {(o.name, o.line, o.column, o.role) for o in extract("lobject.h", source).occurrences}
+    assert {("check_exp", 1, 19, "r"), ("ttistable", 1, 29, "r"), ("gc", 1, 57, "m")} <= found
+    assert {("log_it", 2, 16, "r"), ("len", 3, 8, "m"), ("hvalue", 1, 9, "d"), ("hvalue", 4, 22, "r")} <= found
+    assert not {name for name, *_ in found} & {"not_this", "not_that"}

@@ -172,3 +172,25 @@ def test_identical_terms_are_merged_and_distinct_ones_bounded() -> None:
         parse_query(" OR ".join(f"t{i}" for i in range(MAX_TERMS + 1)))
     assert f"({MAX_TERMS + 1} different ones, at most {MAX_TERMS})" in info.value.message
     assert "fewer terms" in (info.value.hint or "")
+
+
+@pytest.mark.parametrize(
+    ("query", "value", "regex"),
+    [
+        ("type:symbol parse", "parse", False),
+        ("sym:parse", "parse", False),
+        ("symbol:parse lang:python", "parse", False),
+        ("sym:/^Parse.*er$/", "^Parse.*er$", True),
+    ],
+)
+def test_symbol_queries(query: str, value: str, regex: bool) -> None:
+    q = parse_query(query)
+    assert q.type == "symbol"
+    assert [(p.text, p.regex) for p in q.patterns()] == [(value, regex)]
+
+
+def test_sym_is_refused_negated_and_with_another_type() -> None:
+    with pytest.raises(InvalidInput, match="cannot be negated"):
+        parse_query("-sym:foo")
+    with pytest.raises(InvalidInput, match="cannot be combined"):
+        parse_query("sym:foo type:path")

@@ -22,4 +22,5 @@
 (identifier) @reference
 (type_identifier) @reference
 (field_identifier) @reference
+(preproc_arg) @reference
 (preproc_include) @import

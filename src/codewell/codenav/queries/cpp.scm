@@ -25,6 +25,7 @@
 (identifier) @reference
 (type_identifier) @reference
 (field_identifier) @reference
+(preproc_arg) @reference
 (namespace_identifier) @reference
 (preproc_include) @import
 (using_declaration) @import

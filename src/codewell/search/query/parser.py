@@ -57,6 +57,9 @@ _FIELD_ALIASES = {
     "type": "type",
     "timeout": "timeout",
     "patterntype": "patterntype",
+    # `sym:NAME` is a search term matched against symbol names only: shorthand for `type:symbol NAME`.
+    "sym": "sym",
+    "symbol": "sym",
 }
 _FIELD_RE = re.compile(r"(-?)([A-Za-z]+):")
 _KEYWORDS = {"and", "or", "not"}
@@ -212,7 +215,7 @@ def _read_word(query: str, start: int, group_depth: int) -> tuple[str, int]:
     return query[start:i], i
 
 
-def _tokenize(query: str) -> list[_Tok]:  # noqa: PLR0912 - one branch per token kind
+def _tokenize(query: str) -> list[_Tok]:
     tokens: list[_Tok] = []
     depth = 0
     i = 0
@@ -247,17 +250,8 @@ def _tokenize(query: str) -> list[_Tok]:  # noqa: PLR0912 - one branch per token
             continue
         m = _FIELD_RE.match(query, i)
         if m and m.group(2).lower() in _FIELD_ALIASES:
-            start = i
-            i = m.end()
-            if i < n and query[i] in "\"'":
-                value, i = _read_quoted(query, i, query[i])
-            else:
-                j = i
-                while j < n and not query[j].isspace() and not (query[j] == ")" and depth > 0):
-                    j += 1
-                value, i = query[i:j], j
-            name = _FIELD_ALIASES[m.group(2).lower()]
-            tokens.append(_Tok("field", value, start, name=name, negated=m.group(1) == "-"))
+            tok, i = _read_field(query, m, depth)
+            tokens.append(tok)
             continue
         start = i
         word, i = _read_word(query, i, depth)
@@ -266,6 +260,22 @@ def _tokenize(query: str) -> list[_Tok]:  # noqa: PLR0912 - one branch per token
         else:
             tokens.append(_Tok("term", word, start))
     return tokens
+
+
+def _read_field(query: str, m: re.Match[str], depth: int) -> tuple[_Tok, int]:
+    """Read `name:value` (the value may be quoted); `sym:value` becomes a search term (see _sym_term)."""
+    start, i, n = m.start(), m.end(), len(query)
+    if i < n and query[i] in "\"'":
+        value, i = _read_quoted(query, i, query[i])
+    else:
+        j = i
+        while j < n and not query[j].isspace() and not (query[j] == ")" and depth > 0):
+            j += 1
+        value, i = query[i:j], j
+    name = _FIELD_ALIASES[m.group(2).lower()]
+    if name == "sym":
+        return _sym_term(query, value, start, negated=m.group(1) == "-"), i
+    return _Tok("field", value, start, name=name, negated=m.group(1) == "-"), i
 
 
 # Parser --------------------------------------------------------------------------------------------
@@ -422,6 +432,8 @@ def parse_query(text: str, *, regex_default: bool = False) -> Query:
     fields = [t for t in tokens if t.kind == "field"]
     rest = [t for t in tokens if t.kind != "field"]
     opts = _Opts()
+    if any(t.name == "sym" for t in rest):
+        opts.type = "symbol"
     regex_default = _pattern_type(text, fields, regex_default)
     for tok in fields:
         _apply_field(text, tok, opts)
@@ -521,12 +533,23 @@ def _apply_field(text: str, tok: _Tok, opts: _Opts) -> None:  # noqa: PLR0912 - 
         opts.case_sensitive = value.lower() == "yes"
     elif name == "type":
         if value.lower() not in ("file", "path", "symbol"):
-            raise _error(f"type:{value} is not supported", text, pos, "use type:file or type:path")
-        if value.lower() == "symbol":
-            raise _error("type:symbol is not available yet", text, pos, "search with type:file or type:path")
+            raise _error(f"type:{value} is not supported", text, pos, "use type:file, type:path or type:symbol")
+        if opts.type == "symbol" and value.lower() != "symbol":
+            raise _error(f"type:{value} cannot be combined with sym:", text, pos, "remove type: or use a plain term")
         opts.type = value.lower()
     elif name == "timeout":
         opts.timeout = _parse_timeout(text, tok)
+
+
+def _sym_term(query: str, value: str, start: int, *, negated: bool) -> _Tok:
+    """The search term of `sym:value` (`sym:/regex/` is a regex), marked so that the query becomes type:symbol."""
+    if negated:
+        raise _error("-sym: cannot be negated", query, start, "use NOT with type:symbol, e.g. type:symbol foo NOT bar")
+    if not value:
+        raise _error("sym: needs a value", query, start, "write sym:<name> with no space after the colon")
+    if len(value) > 2 and value.startswith("/") and value.endswith("/"):
+        return _Tok("term", value[1:-1], start, regex=True, name="sym")
+    return _Tok("term", value, start, name="sym")
 
 
 def _apply_count(text: str, tok: _Tok, opts: _Opts) -> None:

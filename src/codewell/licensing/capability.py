@@ -1,0 +1,15 @@
+"""The licensing capability: plans, license keys, the trial, feature gates and metering (docs/licensing.md)."""
+
+from __future__ import annotations
+
+from codewell.capability import Capability, templates_of
+from codewell.licensing import routes
+from codewell.licensing.cli import COMMANDS
+
+CAPABILITY = Capability(
+    name="licensing",
+    routes=routes.routes,
+    pages=routes.pages,
+    commands=COMMANDS,
+    templates=templates_of(__file__),
+)
