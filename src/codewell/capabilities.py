@@ -17,6 +17,7 @@ from codewell.evaluator.capability import CAPABILITY as EVALUATOR
 from codewell.history.capability import CAPABILITY as HISTORY
 from codewell.licensing.capability import CAPABILITY as LICENSING
 from codewell.mcp.capability import CAPABILITY as MCP
+from codewell.nls.capability import CAPABILITY as NLS
 from codewell.oauth.capability import CAPABILITY as OAUTH
 from codewell.repos.capability import CAPABILITY as REPOS
 from codewell.runtime import Runtime
@@ -32,6 +33,7 @@ CAPABILITIES: tuple[Capability, ...] = (
     SEARCH,
     HISTORY,
     CODENAV,
+    NLS,
     EVALUATOR,
     MCP,
 )

@@ -338,6 +338,7 @@ ROWS: list[Row] = [
     # -- search, history, evaluator -----------------------------------------------------------------------
     Row("GET", "/.api/search", SIGNED_IN, query="q=helper"),
     Row("GET", "/.api/search/status", SIGNED_IN),
+    Row("GET", "/.api/nls/search", SIGNED_IN, query="q=helper"),
     Row("GET", "/.api/history/commits", SIGNED_IN, query="repos=acme/app"),
     Row("GET", "/.api/history/diffs", SIGNED_IN, query="repos=acme/app&pattern=helper"),
     Row("GET", "/.api/history/compare", SIGNED_IN, query="repo=acme/app&base=main&head=main"),
@@ -357,6 +358,7 @@ TOOLS: dict[str, tuple[dict[str, Any], str]] = {
     "read_file": ({"repo": "acme/app", "path": "app/util.py"}, MCP),
     "list_refs": ({"repo": "acme/app"}, MCP),
     "keyword_search": ({"query": "helper"}, MCP),
+    "nls_search": ({"query": "where is the helper"}, MCP),
     "commit_search": ({"repos": ["acme/app"]}, MCP),
     "diff_search": ({"repos": ["acme/app"], "pattern": "helper"}, MCP),
     "compare_revisions": ({"repo": "acme/app", "base": "main", "head": "main"}, MCP),

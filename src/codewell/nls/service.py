@@ -1,0 +1,384 @@
+"""NlsService: natural-language search (BM25 over code chunks) across the repositories an actor may read.
+
+Each indexed revision gets a chunk index beside the trigram shard (`on_indexed`, search's index listener),
+under `<data dir>/nls/<repo id>/<commit>/`, loaded lazily and cached. A question is reduced to its content
+words (question and stop words dropped, identifiers kept whole and split, stemmed) and ranked by BM25 times
+boosts for exact identifiers, phrases, symbol definitions and path hits. A revision without an nls index
+(not indexed, or still building) falls back to keyword search over it, and the answer says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Self
+
+import numpy as np
+import pygit2
+
+from codewell.codenav.service import CodeNavService
+from codewell.core.actors import Actor
+from codewell.core.errors import InvalidInput, NotFound, Unavailable
+from codewell.nls.index import (
+    MAX_FILE_BYTES,
+    QUESTION_WORDS,
+    STOP_WORDS,
+    NlsIndex,
+    build,
+    load,
+    split_identifier,
+    terms,
+)
+from codewell.repos.service import Repo, RepoService
+from codewell.search.service import SearchService
+
+if TYPE_CHECKING:
+    from codewell.runtime import Runtime
+
+__all__ = ["MAX_QUESTION_WORDS", "NlsHit", "NlsResults", "NlsService"]
+
+log = logging.getLogger(__name__)
+
+FILES_PER_PAGE = 15
+CHUNKS_PER_FILE = 3
+MAX_COUNT = 100
+MAX_QUESTION_WORDS = 32
+MAX_QUESTION_CHARS = 2000
+_CACHE = 8
+_CANDIDATES = 200
+_DEFINITION_KINDS = frozenset({"function", "method", "class", "struct", "interface", "enum"})
+_FILTER = re.compile(r"(?<!\S)(repo|file|rev|count):(\S+)")
+_WORDS = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*[A-Za-z0-9_]|[A-Za-z_]")
+
+
+@dataclass(frozen=True, slots=True)
+class NlsHit:
+    repo: str
+    path: str
+    commit: str
+    start: int
+    end: int
+    score: float
+    lines: list[str]
+    symbols: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class NlsResults:
+    """Ranked chunks, the terms searched for, and notes (fallbacks, cuts) to show before the blocks."""
+
+    terms: list[str]
+    hits: list[NlsHit] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    limit: int = FILES_PER_PAGE
+
+
+@dataclass(frozen=True, slots=True)
+class _Question:
+    words: list[str]  # content words as typed (identifiers whole)
+    identifiers: list[str]  # compound identifiers (snake, camel, dotted) as typed
+    tokens: list[str]  # index tokens
+    repo: str | None
+    file: re.Pattern[str] | None
+    rev: str | None
+    count: int
+    cut: bool
+
+
+def _is_identifier(word: str) -> bool:
+    return "_" in word or "." in word or len(split_identifier(word)) > 1
+
+
+def _count_and_file(filters: dict[str, str]) -> tuple[int, re.Pattern[str] | None]:
+    count = FILES_PER_PAGE
+    if "count" in filters:
+        raw = filters["count"]
+        if not raw.isdigit() or not 1 <= int(raw) <= MAX_COUNT:
+            raise InvalidInput(f"count: must be a number from 1 to {MAX_COUNT}", hint="e.g. count:30")
+        count = int(raw)
+    pattern = None
+    if "file" in filters:
+        try:
+            pattern = re.compile(filters["file"])
+        except re.error as exc:
+            raise InvalidInput(f"file: is not a valid regular expression ({exc})", hint=r"e.g. file:\.py$") from None
+    return count, pattern
+
+
+def _content_words(text: str) -> list[str]:
+    """Words of the question minus question and stop words; identifiers (snake, camel, dotted) always stay."""
+    words: list[str] = []
+    for word in _WORDS.findall(text):
+        lowered = word.lower()
+        if not _is_identifier(word) and (lowered in STOP_WORDS or lowered in QUESTION_WORDS or len(word) < 2):
+            continue
+        if word not in words:
+            words.append(word)
+    return words
+
+
+def parse_question(question: str) -> _Question:
+    """Filters and content words of `question`; InvalidInput when nothing is left to search for."""
+    if len(question) > MAX_QUESTION_CHARS:
+        question = question[:MAX_QUESTION_CHARS]
+        cut = True
+    else:
+        cut = False
+    filters: dict[str, str] = {}
+    for m in _FILTER.finditer(question):
+        filters[m.group(1)] = m.group(2)
+    text = _FILTER.sub(" ", question)
+    if not text.strip():
+        raise InvalidInput(
+            "the question is empty" if not filters else "the question has filters but nothing to search for",
+            hint="ask in words, e.g. where are http requests retried? repo:myrepo",
+        )
+    words = _content_words(text)
+    if not words:
+        raise InvalidInput(
+            "the question holds only question and stop words",
+            hint="name what the code does or is called, e.g. parse config file",
+        )
+    if len(words) > MAX_QUESTION_WORDS:
+        words = words[:MAX_QUESTION_WORDS]
+        cut = True
+    tokens: list[str] = []
+    for w in words:
+        for t in terms(w.replace(".", " ")) + ([w.lower()] if _is_identifier(w) and "." not in w else []):
+            if t not in tokens:
+                tokens.append(t)
+    if not tokens:
+        raise InvalidInput(
+            "the question holds only question and stop words",
+            hint="name what the code does or is called, e.g. parse config file",
+        )
+    count, pattern = _count_and_file(filters)
+    return _Question(
+        words=words,
+        identifiers=[w for w in words if _is_identifier(w)],
+        tokens=tokens,
+        repo=filters.get("repo"),
+        file=pattern,
+        rev=filters.get("rev"),
+        count=count,
+        cut=cut,
+    )
+
+
+def _blob_lines(data: bytes) -> list[str] | None:
+    if b"\x00" in data[:8000] or len(data) > MAX_FILE_BYTES:
+        return None
+    lines = data.decode("utf-8", "replace").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def _walk(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str) -> Iterator[tuple[str, bytes]]:
+    for entry in tree:
+        path = f"{prefix}{entry.name}"
+        if entry.type_str == "tree":
+            yield from _walk(repo, repo[entry.id].peel(pygit2.Tree), path + "/")
+        elif entry.type_str == "blob":
+            yield path, repo[entry.id].peel(pygit2.Blob).data
+
+
+class NlsService:
+    """Chunk indexes per indexed revision and nls_search over readable repositories."""
+
+    def __init__(self, runtime: Runtime, root: Path) -> None:
+        self.runtime = runtime
+        self.root = root
+        self._guard = threading.Lock()
+        self._building: set[tuple[int, str]] = set()
+        self._cache: OrderedDict[Path, NlsIndex] = OrderedDict()
+
+    @classmethod
+    def create(cls, runtime: Runtime) -> Self:
+        return cls(runtime, runtime.settings.data_dir / "nls")
+
+    @property
+    def repos(self) -> RepoService:
+        return self.runtime.get(RepoService)
+
+    # --- index lifecycle -------------------------------------------------------------------------------
+
+    def folder(self, repo: Repo, commit: str) -> Path:
+        return self.root / str(repo.id) / commit
+
+    def index_revision(self, repo: Repo, commit: str) -> int:
+        """Build the chunk index of `commit` unless it exists; returns the number of chunks (0 if it existed)."""
+        folder = self.folder(repo, commit)
+        if (folder / "chunks.json").is_file():
+            return 0
+        with self._guard:
+            if (repo.id, commit) in self._building:
+                return 0
+            self._building.add((repo.id, commit))
+        try:
+            symbols = self.runtime.get(CodeNavService).index_revision(repo, commit)
+            mirror = pygit2.Repository(str(repo.mirror_path))
+            tree = mirror[commit].peel(pygit2.Tree)
+
+            def files() -> Iterator[tuple[str, list[str], list[tuple[int, int, str]]]]:
+                for path, data in _walk(mirror, tree, ""):
+                    lines = _blob_lines(data)
+                    if lines is None:
+                        continue
+                    spans = [
+                        (s.def_line, s.def_end_line, f"{s.container}.{s.name}" if s.container else s.name)
+                        for s in symbols.symbols_in(path)
+                        if s.kind in _DEFINITION_KINDS
+                    ]
+                    yield path, lines, spans
+
+            try:
+                count = build(folder, files())
+            finally:
+                symbols.close()
+            log.info("nls indexed", extra={"repo": repo.name, "commit": commit, "chunks": count})
+            return count
+        finally:
+            with self._guard:
+                self._building.discard((repo.id, commit))
+
+    def on_indexed(self, repo: Repo, branches: dict[str, str]) -> None:
+        """Search index listener: index every indexed branch commit, then drop the other revisions' indexes."""
+        keep = set(branches.values())
+        for commit in sorted(keep):
+            self.index_revision(repo, commit)
+        for path in (self.root / str(repo.id)).glob("*"):
+            if path.name not in keep:
+                shutil.rmtree(path, ignore_errors=True)
+        self._forget(repo, keep)
+
+    def drop(self, repo: Repo) -> None:
+        """Forget every nls index of `repo` (removal listener)."""
+        shutil.rmtree(self.root / str(repo.id), ignore_errors=True)
+        self._forget(repo, set())
+
+    def _forget(self, repo: Repo, keep: set[str]) -> None:
+        """Evict cached indexes of `repo` whose folders were removed (the mapped files would outlive them)."""
+        folder = self.root / str(repo.id)
+        with self._guard:
+            for path in [p for p in self._cache if p.parent == folder and p.name not in keep]:
+                del self._cache[path]
+
+    def _load(self, folder: Path) -> NlsIndex | None:
+        with self._guard:
+            if folder in self._cache:
+                self._cache.move_to_end(folder)
+                return self._cache[folder]
+        index = load(folder)
+        if index is None:
+            return None
+        with self._guard:
+            self._cache[folder] = index
+            while len(self._cache) > _CACHE:
+                self._cache.popitem(last=False)
+        return index
+
+    # --- search ----------------------------------------------------------------------------------------
+
+    def _targets(self, actor: Actor, q: _Question) -> list[Repo]:
+        readable = self.repos.readable(actor)
+        if q.repo is None:
+            if q.rev is not None:
+                raise InvalidInput("rev: needs repo:", hint="e.g. repo:myrepo rev:v1.2 how are tokens refreshed")
+            return readable
+        exact = [r for r in readable if r.name == q.repo]
+        if exact:
+            return exact
+        try:
+            pattern = re.compile(q.repo)
+        except re.error:
+            pattern = re.compile(re.escape(q.repo))
+        found = [r for r in readable if pattern.search(r.name)]
+        if not found:
+            raise NotFound(
+                f"no repository matches repo:{q.repo}", hint="list_repos shows the repositories you can read"
+            )
+        return found
+
+    def search(self, actor: Actor, question: str) -> NlsResults:
+        q = parse_question(question)
+        results = NlsResults(terms=q.tokens, limit=q.count)
+        if q.cut:
+            results.notes.append(f"(The question was cut to its first {len(q.words)} words: {' '.join(q.words)}.)")
+        hits: list[NlsHit] = []
+        for repo in self._targets(actor, q):
+            try:
+                resolved = self.repos.resolve(actor, repo.name, q.rev)
+            except Unavailable:
+                if q.repo is not None:
+                    raise
+                # Readable but not cloned yet: nothing to search in it; say so rather than fail the whole search.
+                results.notes.append(f"(Skipped {repo.name}: not cloned yet, not searchable.)")
+                continue
+            index = self._load(self.folder(repo, resolved.commit))
+            if index is None:
+                building = (repo.id, resolved.commit) in self._building
+                why = "is still being built" if building else "does not exist (revision not indexed)"
+                results.notes.append(
+                    f"(The natural-language index of {repo.name}@{resolved.revision} {why}: keyword search used.)"
+                )
+                hits.extend(self._keyword(actor, repo, resolved.revision, q, results.notes))
+                continue
+            hits.extend(self._rank(repo, resolved.commit, index, q))
+        hits.sort(key=lambda h: -h.score)
+        results.hits = hits
+        return results
+
+    def _rank(self, repo: Repo, commit: str, index: NlsIndex, q: _Question) -> list[NlsHit]:
+        scores = index.scores(q.tokens)
+        if q.file is not None:
+            keep = np.array([bool(q.file.search(c.path)) for c in index.chunks], dtype=bool)
+            scores = np.where(keep, scores, 0.0)
+        order = np.argsort(-scores)[:_CANDIDATES]
+        mirror = pygit2.Repository(str(repo.mirror_path))
+        tree = mirror[commit].peel(pygit2.Tree)
+        files: dict[str, list[str]] = {}
+        stems = set(terms(" ".join(q.words)))
+        phrase = " ".join(w.lower() for w in q.words if not _is_identifier(w))
+        out: list[NlsHit] = []
+        for i in order:
+            base = float(scores[i])
+            if base <= 0:
+                break
+            chunk = index.chunks[int(i)]
+            if chunk.path not in files:
+                blob = tree[chunk.path]
+                files[chunk.path] = _blob_lines(mirror[blob.id].peel(pygit2.Blob).data) or []
+            lines = files[chunk.path][chunk.start - 1 : chunk.end]
+            text = "\n".join(lines).lower()
+            boost = 1.0
+            boost += 0.5 * sum(1 for ident in q.identifiers if ident.lower() in text)
+            if len(phrase.split()) > 1 and phrase in text:
+                boost += 0.3
+            symbol_stems = set(terms(" ".join(chunk.symbols)))
+            if symbol_stems:
+                boost += 0.6 * len(stems & symbol_stems) / max(1, len(stems))
+            boost += 0.2 * len(stems & set(terms(chunk.path))) / max(1, len(stems))
+            out.append(
+                NlsHit(repo.name, chunk.path, commit, chunk.start, chunk.end, base * boost, lines, chunk.symbols)
+            )
+        return out
+
+    def _keyword(self, actor: Actor, repo: Repo, revision: str, q: _Question, notes: list[str]) -> list[NlsHit]:
+        words = " OR ".join(re.escape(w) for w in q.words)
+        query = f"repo:^{re.escape(repo.name)}$ rev:{revision} ({words})"
+        found = self.runtime.get(SearchService).search(actor, query)
+        notes.extend(f"(Skipped {s})" for s in found.skipped)
+        out: list[NlsHit] = []
+        for rank, f in enumerate(found.files):
+            if q.file is not None and not q.file.search(f.path):
+                continue
+            for m in f.line_matches[:CHUNKS_PER_FILE]:
+                out.append(NlsHit(f.repo, f.path, f.commit, m.line_number, m.line_number, -rank, [m.line]))
+        return out
