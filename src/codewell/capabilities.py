@@ -22,6 +22,7 @@ from codewell.oauth.capability import CAPABILITY as OAUTH
 from codewell.repos.capability import CAPABILITY as REPOS
 from codewell.runtime import Runtime
 from codewell.search.capability import CAPABILITY as SEARCH
+from codewell.web.capability import CAPABILITY as WEB
 
 CAPABILITIES: tuple[Capability, ...] = (
     ACCOUNTS,
@@ -36,6 +37,7 @@ CAPABILITIES: tuple[Capability, ...] = (
     NLS,
     EVALUATOR,
     MCP,
+    WEB,
 )
 
 

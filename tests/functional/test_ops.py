@@ -64,18 +64,21 @@ def test_metrics_label_requests_by_route_template_never_by_raw_path(
     client: TestClient, runtime: Runtime, admin_headers: dict[str, str]
 ) -> None:
     alice = make_user(runtime, "alice-in-a-label")
-    # A probe for a private repository's file (no such route: 404) and a refused request on a real route.
-    assert client.get("/acme/secret-plans@0123abc/-/blob/launch.go").status_code == 404
+    # A probe for a private repository's file (anonymous: sent to sign in), a path no route matches (404) and a
+    # refused request on a real route.
+    assert client.get("/acme/secret-plans@0123abc/-/blob/launch.go", follow_redirects=False).status_code == 302
+    assert client.get("/-/no/such/page").status_code == 404
     assert client.get(f"/.api/users/{alice.username}").status_code == 401
     assert client.get(f"/.api/users/{alice.username}", headers=admin_headers).status_code == 200
     assert client.request("BREW", "/healthz").status_code == 405
     before = series(client.get("/metrics", headers=admin_headers).text)
     assert 'codewell_http_requests_total{method="GET",route="unmatched",status="404"}' in before
+    assert 'codewell_http_requests_total{method="GET",route="/{repo}/-/blob/{path}",status="302"}' in before
     assert 'codewell_http_requests_total{method="GET",route="/.api/users/{username}",status="401"}' in before
     assert 'codewell_http_requests_total{method="GET",route="/.api/users/{username}",status="200"}' in before
     assert 'codewell_http_requests_total{method="other",route="/healthz",status="405"}' in before
     for n in range(50):
-        client.get(f"/private-{n}@{n:040x}/-/blob/x{n}.go")
+        client.get(f"/private-{n}@{n:040x}/-/blob/x{n}.go", follow_redirects=False)
         client.get(f"/.api/users/nobody-{n}", headers=admin_headers)
     text = client.get("/metrics", headers=admin_headers).text
     assert "secret-plans" not in text
@@ -125,7 +128,8 @@ def test_request_id_is_echoed_or_generated(client: TestClient) -> None:
 
 
 def test_unknown_path_is_404(client: TestClient) -> None:
-    assert client.get("/no/such/page").status_code == 404
+    # Paths under a `-` segment are never repository pages (web/): no route matches them.
+    assert client.get("/-/no/such/page").status_code == 404
 
 
 @pytest.mark.parametrize("with_id", [True, False])

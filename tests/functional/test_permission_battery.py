@@ -344,6 +344,17 @@ ROWS: list[Row] = [
     Row("GET", "/.api/history/compare", SIGNED_IN, query="repo=acme/app&base=main&head=main"),
     Row("GET", "/.api/history/contributors", SIGNED_IN, query="authors=nobody"),
     Row("POST", "/.api/evaluate", SIGNED_IN, json={"script": "return 1"}),
+    # -- web pages: a private repository answers 404 exactly like a missing one ---------------------------
+    Row("GET", "/", SIGNED_IN),
+    Row("GET", "/search", SIGNED_IN, query="q=helper"),
+    Row("GET", "/{repo:repo}", SIGNED_IN, fixed(repo="acme/app")),
+    Row("GET", "/{repo:repo}", "401 404 404 403 ok", fixed(repo="acme/secret")),
+    Row("GET", "/{repo:repo}/-/tree{path:subpath}", SIGNED_IN, fixed(repo="acme/app@main", path="/app")),
+    Row("GET", "/{repo:repo}/-/tree{path:subpath}", "401 404 404 403 ok", fixed(repo="acme/secret", path="")),
+    Row("GET", "/{repo:repo}/-/blob/{path:path}", SIGNED_IN, fixed(repo="acme/app", path="app/util.py")),
+    Row("GET", "/{repo:repo}/-/blob/{path:path}", "401 404 404 403 ok", fixed(repo="acme/secret", path="s.txt")),
+    Row("GET", "/{repo:repo}/-/raw/{path:path}", SIGNED_IN, fixed(repo="acme/app", path="app/util.py")),
+    Row("GET", "/{repo:repo}/-/raw/{path:path}", "401 404 404 403 ok", fixed(repo="acme/secret", path="s.txt")),
     # -- MCP (the gate; each tool has its own rows below) -------------------------------------------------
     Row("POST", "/.api/mcp", MCP, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
     Row("POST", "/.api/mcp/{rest}", MCP, fixed(rest="all"), json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),

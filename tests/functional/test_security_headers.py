@@ -53,7 +53,7 @@ def test_signed_in_admin_pages_render_under_the_policy(client: TestClient, runti
         assert "<script" not in response.text or f'<script nonce="{nonce}"' in response.text, path
 
 
-@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/.api/users/me", "/no/such/page"])
+@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/.api/users/me", "/-/no/such/page"])
 def test_every_other_response_gets_the_default_policy(client: TestClient, path: str) -> None:
     response = client.get(path)
     assert response.headers["content-security-policy"] == "default-src 'none'; frame-ancestors 'none'; base-uri 'none'"

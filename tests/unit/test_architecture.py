@@ -35,6 +35,7 @@ PUBLIC_API: dict[str, frozenset[str]] = {
     # The query language is part of search's contract (the evaluator parses queries before searching).
     "search": frozenset({"service", "query.parser"}),
     "agents": frozenset({"service"}),
+    "web": frozenset(),
 }
 KITS = ("http", "clikit", "authz", "runtime", "capability", "config", "db", "core")
 

@@ -25,6 +25,11 @@ def blob_url(external_url: str, repo: str, revision: str, path: str, lines: tupl
     return url + (f"%3FL{lines[0]}-{lines[1]}" if lines else "")
 
 
+def raw_url(external_url: str, repo: str, revision: str, path: str) -> str:
+    """A file's bytes as plain text (the file view's "raw" link)."""
+    return f"{external_url}/{repo}@{revision}/-/raw/{path}"
+
+
 def tree_url(external_url: str, repo: str, revision: str, path: str = "") -> str:
     """A directory at a revision (the root when `path` is empty)."""
     return f"{external_url}/{repo}@{revision}/-/tree/{path}".rstrip("/")

@@ -1,0 +1,1 @@
+"""web capability: the pages people read code with (home, search, repositories, file view)."""

@@ -1,0 +1,294 @@
+"""The pages people read code with: home, search, a repository, a directory, a file (docs/web.md).
+
+Adapters only: parameters in, one RepoService or SearchService call (which decide what the actor may read),
+rendering out. A repository the actor may not read is the service's NotFound, so its pages answer 404 exactly
+like a missing one. Addresses are those of `codewell.http.urls` (the ones the MCP tools print), built here with
+an empty external URL so that links stay on the host the browser used.
+
+The repository routes come last in the app and their `repo` segment never starts with `.` or `-`, so they
+shadow neither `/.api/...` nor any other capability's pages, and `/<repo>/-/...` addresses of later pages
+(history's compare) stay free.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from markupsafe import Markup, escape
+from starlette.concurrency import run_in_threadpool
+from starlette.convertors import Convertor, register_url_convertor
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from codewell.core.actors import Actor
+from codewell.core.errors import CodewellError, InvalidInput, NotFound
+from codewell.http import urls
+from codewell.http.requests import actor_of, runtime_of
+from codewell.http.templates import render
+from codewell.repos.service import LIST_REPOS_MAX, FileEntry, RepoService
+from codewell.runtime import Runtime
+from codewell.search.service import SearchService
+from codewell.web.highlight import SCOPE, highlight_lines, stylesheet
+
+__all__ = ["routes"]
+
+# Matching lines shown per file on the search page; the rest are counted ("N more matches").
+LINES_PER_FILE = 10
+README_NAMES = ("readme.md", "readme", "readme.txt", "readme.rst", "readme.markdown")
+
+
+class RepoConvertor(Convertor[str]):
+    """`name` or `name@revision`: segments that do not start with `.` or `-`, no `@` in the name.
+
+    The revision may hold slashes (`feature/x`) but never a `/-/` (that starts the page part of the address).
+    """
+
+    regex = r"[^./@\-][^/@]*(?:/[^./@\-][^/@]*)*(?:@(?:(?!/-/)[^@])+)?"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+class SubpathConvertor(Convertor[str]):
+    """Empty (the root, as `tree_url` prints it) or `/` followed by a path."""
+
+    regex = r"(?:/.*)?"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("repo", RepoConvertor())
+register_url_convertor("subpath", SubpathConvertor())
+
+_LINES_SUFFIX = re.compile(r"\?L(\d+)(?:-(\d+))?$")
+_LINES_QUERY = re.compile(r"^L(\d+)(?:-(\d+))?$")
+
+
+@dataclass(frozen=True)
+class Target:
+    repo: str
+    revision: str | None  # None: the default branch
+    path: str
+
+
+def _target(request: Request, path: str = "") -> Target:
+    name, _, revision = str(request.path_params["repo"]).partition("@")
+    return Target(name, revision or None, path.strip("/"))
+
+
+def _lines(request: Request, path: str) -> tuple[str, tuple[int, int] | None]:
+    """The file path and the highlighted range: `?L<a>-<b>` as a query, or encoded in the path (`%3FL<a>-<b>`,
+    as the tools print it, which arrives decoded at the end of the path)."""
+    found = _LINES_SUFFIX.search(path)
+    if found is not None:
+        path = path[: found.start()]
+    else:
+        found = _LINES_QUERY.match(request.url.query)
+    if found is None:
+        return path, None
+    start = int(found.group(1))
+    end = int(found.group(2) or start)
+    return path, (min(start, end), max(start, end))
+
+
+def _crumbs(repo: str, revision: str, path: str) -> list[tuple[str, str]]:
+    """(label, tree link) for each directory above `path`, from the repository root."""
+    parts = [p for p in path.split("/") if p]
+    crumbs = [(repo, urls.tree_url("", repo, revision))]
+    for index, part in enumerate(parts[:-1]):
+        crumbs.append((part, urls.tree_url("", repo, revision, "/".join(parts[: index + 1]))))
+    return crumbs
+
+
+def _page_context() -> dict[str, Any]:
+    # Our own stylesheet (Pygments' token classes), not repository content: inserted as is.
+    return {"highlight_css": Markup(stylesheet()), "scope": SCOPE}
+
+
+# -- home and search ----------------------------------------------------------------------------------------
+async def home(request: Request) -> Response:
+    actor, runtime = actor_of(request), runtime_of(request)
+    page = await run_in_threadpool(runtime.get(RepoService).list_repos, actor, "", LIST_REPOS_MAX)
+    repos = [(r, urls.repo_url("", r.name)) for r in page.repos]
+    return render(request, "web/home.html", repos=repos, has_more=page.has_more, query="", **_page_context())
+
+
+def _marked(line: str, ranges: list[tuple[int, int]]) -> Markup:
+    """The line escaped, with `<mark>` around the match ranges (byte offsets into its UTF-8 form)."""
+    data = line.encode("utf-8", "surrogatepass")
+    out: list[str] = []
+    at = 0
+    for start, end in sorted(ranges):
+        if start < at or end > len(data) or start >= end:
+            continue
+        out.append(str(escape(data[at:start].decode("utf-8", "replace"))))
+        out.append(f"<mark>{escape(data[start:end].decode('utf-8', 'replace'))}</mark>")
+        at = end
+    out.append(str(escape(data[at:].decode("utf-8", "replace"))))
+    return Markup("".join(out))
+
+
+def _search(runtime: Runtime, actor: Actor, query: str) -> dict[str, Any]:
+    results = runtime.get(SearchService).search(actor, query)
+    files = []
+    for f in results.files:
+        matches = [
+            {
+                "number": m.line_number,
+                "html": _marked(m.line.rstrip("\r"), m.ranges),
+                "url": urls.blob_url("", f.repo, f.commit, f.path) + f"?L{m.line_number}#L{m.line_number}",
+            }
+            for m in f.line_matches[:LINES_PER_FILE]
+        ]
+        files.append(
+            {
+                "repo": f.repo,
+                "path": f.path,
+                "url": urls.blob_url("", f.repo, f.commit, f.path),
+                "repo_url": urls.repo_url("", f.repo),
+                "matches": matches,
+                "more": max(0, len(f.line_matches) - LINES_PER_FILE),
+            }
+        )
+    return {"results": results, "files": files}
+
+
+async def search(request: Request) -> Response:
+    actor, runtime = actor_of(request), runtime_of(request)
+    query = request.query_params.get("q", "").strip()
+    context: dict[str, Any] = {"query": query, "results": None, "files": [], "error": None, "hint": None}
+    status = 200
+    if query:
+        try:
+            context.update(await run_in_threadpool(_search, runtime, actor, query))
+        except CodewellError as exc:
+            # Service errors carry messages safe to show (a bad regex, an unknown filter); shown on the page.
+            context.update(error=exc.message, hint=exc.hint)
+            status = exc.http_status
+    return render(request, "web/search.html", status_code=status, **context, **_page_context())
+
+
+# -- repositories, directories, files -----------------------------------------------------------------------
+def _readme(service: RepoService, actor: Actor, target: Target, entries: list[FileEntry]) -> dict[str, Any] | None:
+    by_name = {e.path.lower(): e.path for e in entries if e.kind == "file"}
+    for name in README_NAMES:
+        if name in by_name:
+            content = service.read_file(actor, target.repo, by_name[name], revision=target.revision)
+            if content.binary:
+                return None
+            return {"path": content.path, "text": "\n".join(content.lines), "truncated": content.truncated}
+    return None
+
+
+def _tree_context(runtime: Runtime, actor: Actor, target: Target, with_readme: bool) -> dict[str, Any]:
+    service = runtime.get(RepoService)
+    listing = service.list_files(actor, target.repo, target.path, target.revision)
+    shown = listing.revision
+    entries = []
+    for e in listing.entries:
+        clean = e.path.rstrip("/")
+        label = clean.rsplit("/", 1)[-1] + ("/" if e.kind == "dir" else "")
+        if e.kind == "dir":
+            link = urls.tree_url("", listing.repo, shown, clean)
+        elif e.kind in {"file", "symlink"}:
+            link = urls.blob_url("", listing.repo, shown, clean)
+        else:
+            link = ""  # a submodule: its contents live in another repository
+        entries.append({"label": label, "kind": e.kind, "url": link})
+    repo = service.get(actor, target.repo)
+    return {
+        "listing": listing,
+        "entries": entries,
+        "repo": repo,
+        "repo_url": urls.repo_url("", repo.name),
+        "crumbs": _crumbs(listing.repo, shown, target.path),
+        "current": target.path.rsplit("/", 1)[-1],
+        "permalink": urls.tree_url("", listing.repo, listing.commit, target.path),
+        "readme": _readme(service, actor, target, listing.entries) if with_readme else None,
+    }
+
+
+async def repo_page(request: Request) -> Response:
+    actor, runtime = actor_of(request), runtime_of(request)
+    target = _target(request)
+    context = await run_in_threadpool(_tree_context, runtime, actor, target, True)
+    return render(request, "web/tree.html", title=target.repo, **context, **_page_context())
+
+
+async def tree_page(request: Request) -> Response:
+    actor, runtime = actor_of(request), runtime_of(request)
+    target = _target(request, str(request.path_params["path"]))
+    context = await run_in_threadpool(_tree_context, runtime, actor, target, not target.path)
+    title = f"{target.path or '/'} · {target.repo}"
+    return render(request, "web/tree.html", title=title, **context, **_page_context())
+
+
+def _blob_context(runtime: Runtime, actor: Actor, target: Target, lines: tuple[int, int] | None) -> dict[str, Any]:
+    content = runtime.get(RepoService).read_file(actor, target.repo, target.path, revision=target.revision)
+    rows = []
+    if not content.binary:
+        highlighted = highlight_lines(content.path, content.lines)
+        for offset, html in enumerate(highlighted):
+            number = content.start_line + offset
+            hit = lines is not None and lines[0] <= number <= lines[1]
+            rows.append({"number": number, "html": html, "hit": hit})
+    name, revision = content.repo, content.revision
+    return {
+        "content": content,
+        "rows": rows,
+        "crumbs": _crumbs(name, revision, content.path),
+        "filename": content.path.rsplit("/", 1)[-1],
+        "repo_url": urls.repo_url("", name),
+        "raw_url": urls.raw_url("", name, content.commit, content.path),
+        "permalink": urls.blob_url("", name, content.commit, content.path)
+        + (f"?L{lines[0]}-{lines[1]}" if lines else ""),
+    }
+
+
+async def blob_page(request: Request) -> Response:
+    actor, runtime = actor_of(request), runtime_of(request)
+    path, lines = _lines(request, str(request.path_params["path"]))
+    target = _target(request, path)
+    if not target.path:
+        raise NotFound("no file named in the address", hint="open the repository page and pick a file")
+    context = await run_in_threadpool(_blob_context, runtime, actor, target, lines)
+    title = f"{target.path} · {target.repo}"
+    return render(request, "web/blob.html", title=title, **context, **_page_context())
+
+
+async def raw_page(request: Request) -> Response:
+    actor, runtime = actor_of(request), runtime_of(request)
+    target = _target(request, str(request.path_params["path"]))
+    service = runtime.get(RepoService)
+    content = await run_in_threadpool(service.read_file, actor, target.repo, target.path, None, None, target.revision)
+    if content.binary:
+        raise InvalidInput("binary files have no raw text view", hint="clone the repository to get this file")
+    text = "\n".join(content.lines) + ("\n" if content.lines else "")
+    response = PlainTextResponse(text)
+    # Repository bytes served from our origin: never sniffed as HTML, never run as a page even if they are one.
+    response.headers["x-content-type-options"] = "nosniff"
+    response.headers["content-security-policy"] = "default-src 'none'; sandbox"
+    response.headers["cache-control"] = "no-store"
+    return response
+
+
+def routes(runtime: Runtime) -> list[BaseRoute]:
+    # Most specific first: `/{repo}` alone would also match `name@rev/-/blob/...` through the revision.
+    return [
+        Route("/", home, methods=["GET"]),
+        Route("/search", search, methods=["GET"]),
+        Route("/{repo:repo}/-/blob/{path:path}", blob_page, methods=["GET"]),
+        Route("/{repo:repo}/-/raw/{path:path}", raw_page, methods=["GET"]),
+        Route("/{repo:repo}/-/tree{path:subpath}", tree_page, methods=["GET"]),
+        Route("/{repo:repo}", repo_page, methods=["GET"]),
+    ]
