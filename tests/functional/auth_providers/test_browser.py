@@ -3,33 +3,22 @@ provider: codewell's page → the provider's authorization endpoint → codewell
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
 
 import pytest
-import uvicorn
 from playwright.sync_api import sync_playwright
 
 from codewell.accounts.service import AccountService
-from codewell.app import create_app
 from codewell.runtime import Runtime
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, free_port, serve_app
 from tests.factories import set_site_config
 from tests.fakes.codehosts import FakeCodeHost, HostUser
-from tests.functional.accounts.test_browser import CHROMIUM, CHROMIUM_ARGS
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture
 def served(runtime: Runtime, host: FakeCodeHost) -> Iterator[str]:
     """The app over real HTTP, its externalURL pointing at itself, with GitHub (the fake) and builtin."""
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     set_site_config(
         runtime,
@@ -48,17 +37,8 @@ def served(runtime: Runtime, host: FakeCodeHost) -> Iterator[str]:
             ],
         },
     )
-    config = uvicorn.Config(create_app(runtime, background=False), host="127.0.0.1", port=port, log_config=None)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "server did not start"
-        time.sleep(0.05)
-    yield url
-    server.should_exit = True
-    thread.join(timeout=10)
+    with serve_app(runtime, port):
+        yield url
 
 
 @pytest.mark.browser

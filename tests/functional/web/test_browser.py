@@ -4,52 +4,29 @@ opens a result. The page's CSP must hold: no violation, the page's own (nonce'd)
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 from playwright.sync_api import ConsoleMessage, sync_playwright
 
-from codewell.app import create_app
 from codewell.core.actors import INTERNAL
 from codewell.http import urls
 from codewell.repos.service import RepoService
 from codewell.runtime import Runtime
 from codewell.search.service import SearchService
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, serve_app
 from tests.factories import make_user
 from tests.gitfixtures import make_repo, register_local_repo
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
 PASSWORD = "correct horse battery staple"
 CODE = "".join(f"def f{n}(x):\n    return x + {n}\n" for n in range(1, 80))
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def server(runtime: Runtime) -> Iterator[str]:
-    """The whole app served over real HTTP on loopback (in a thread of this process)."""
-    port = _free_port()
-    config = uvicorn.Config(create_app(runtime, background=False), host="127.0.0.1", port=port, log_config=None)
-    instance = uvicorn.Server(config)
-    thread = threading.Thread(target=instance.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not instance.started:
-        assert time.monotonic() < deadline, "server did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    instance.should_exit = True
-    thread.join(timeout=10)
+    with serve_app(runtime) as url:
+        yield url
 
 
 @pytest.mark.browser
