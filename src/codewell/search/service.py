@@ -51,6 +51,10 @@ log = logging.getLogger(__name__)
 
 # Default number of matching lines to collect before stopping early (a generous first page).
 DEFAULT_COUNT = 500
+# The ranking refinement passes of a stopped default page may take this many times the page's own time, and
+# at least the floor (small repositories answer in a few milliseconds; the floor keeps their ranking complete).
+REFINE_FACTOR = 3.0
+REFINE_FLOOR_SECONDS = 0.1
 # count:all is still bounded so one query cannot build an unbounded response in memory.
 MAX_COUNT = 1_000_000
 _UNINDEXED_CACHE = 4
@@ -144,19 +148,25 @@ class SearchService:
                 results.match_count += found.match_count
                 results.timed_out |= found.timed_out
             targets = []
+        page_started = time.monotonic()
         self._collect(targets, q, limit, deadline, results)
         if limit is not None and results.limit_hit and not results.count_given:
-            # The default page stopped early: better matches (a phrase, whole words) may lie beyond it.
+            # The default page stopped early: better matches (a phrase, whole words) may lie beyond it. Looking
+            # for them only refines the ranking, so it gets a budget in proportion to the page itself: on the
+            # Linux corpus the unbounded passes turned 10 ms multi-term queries into 0.2-2 s ones.
+            refine_budget = max(REFINE_FLOOR_SECONDS, REFINE_FACTOR * (time.monotonic() - page_started))
+            refine_deadline = min(deadline, time.monotonic() + refine_budget)
             for narrower in _better_queries(q):
                 extra = SearchResults([], 0, False, False, [])
-                self._collect(targets, narrower, limit, deadline, extra)
+                self._collect(targets, narrower, limit, refine_deadline, extra)
                 seen = {(f.repo, f.path) for f in results.files}
                 for f in extra.files:
                     if (f.repo, f.path) not in seen:
                         results.files.append(f)
                         results.match_count += len(f.line_matches)
-                results.timed_out |= extra.timed_out
-                if results.timed_out or extra.limit_hit:
+                # Only the query's own deadline makes the answer partial; the refinement budget does not.
+                results.timed_out |= extra.timed_out and time.monotonic() >= deadline
+                if results.timed_out or extra.limit_hit or time.monotonic() >= refine_deadline:
                     break  # a full page of the better form is enough to rank from
         rank(
             results.files,

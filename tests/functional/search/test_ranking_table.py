@@ -15,6 +15,7 @@ from tests.gitfixtures import make_repo, register_local_repo
 
 from codewell.core.actors import INTERNAL
 from codewell.runtime import Runtime
+from codewell.search import service as search_service
 from codewell.search.service import DEFAULT_COUNT, SearchService
 
 CORPUS: dict[str, str] = {
@@ -79,3 +80,16 @@ def test_the_symbol_table_decides_definitions_and_the_regex_is_the_fallback(serv
     assert [f.path for f in service.search(INTERNAL, "frobnicate").files] == ["src/click/utils.py", "src/click/_doc.py"]
     service.set_symbol_source(None)  # no symbol tables: the one-line regex forms judge, and both files "define"
     assert [f.path for f in service.search(INTERNAL, "frobnicate").files] == ["src/click/_doc.py", "src/click/utils.py"]
+
+
+def test_the_ranking_refinement_has_a_budget_and_never_marks_the_page_partial(
+    service: SearchService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With no budget the refinement passes stop at once: the page is the first page alone (prose only, as
+    # before the passes existed), still complete as far as the caller's timeout is concerned.
+    monkeypatch.setattr(search_service, "REFINE_FLOOR_SECONDS", 0.0)
+    monkeypatch.setattr(search_service, "REFINE_FACTOR", 0.0)
+    results = service.search(INTERNAL, "def main")
+    assert results.limit_hit
+    assert not results.timed_out
+    assert "src/click/core.py" not in [f.path for f in results.files]
