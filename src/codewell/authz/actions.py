@@ -45,6 +45,14 @@ class Action(StrEnum):
     LICENSE_MANAGE = "license:manage"
     OAUTH_CLIENTS_MANAGE = "oauth-clients:manage"
     OAUTH_TOKENS_INTROSPECT = "oauth-tokens:introspect"
+    # The agents: code_finder, asking deep search questions (and follow-ups) as oneself.
+    AGENTS_ASK = "agents:ask"
+    # A deep search conversation by its own address (UserRef of the owner) and the caller's own list.
+    DEEPSEARCH_READ = "deepsearch:read"
+    # A conversation through its shared link (while `deepSearch.sharing.enabled`).
+    DEEPSEARCH_READ_SHARED = "deepsearch:read-shared"
+    # Cancel, delete, share and reset the share link of a conversation (UserRef of the owner).
+    DEEPSEARCH_MANAGE = "deepsearch:manage"
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +154,12 @@ RULES: dict[Action, Rule] = {
     Action.OAUTH_TOKENS_INTROSPECT: Rule(
         Who.CLIENT_OR_ADMIN, R, "a client may only introspect its own tokens", "authenticate as the token's client"
     ),
+    Action.AGENTS_ASK: Rule(
+        Who.SIGNED_IN, R, "sign in to ask the agents", "send an access token: Authorization: token <token>"
+    ),
+    Action.DEEPSEARCH_READ: Rule(Who.SELF_OR_ADMIN, R, "only the owner can read this deep search conversation"),
+    Action.DEEPSEARCH_READ_SHARED: Rule(Who.SIGNED_IN, R, "sign in to read shared deep search conversations"),
+    Action.DEEPSEARCH_MANAGE: Rule(Who.SELF_OR_ADMIN, C, "only the owner can change this deep search conversation"),
 }
 
 READ_ACTIONS = frozenset(a for a, rule in RULES.items() if rule.kind is Kind.READ)

@@ -43,3 +43,13 @@ def commit_url(external_url: str, repo: str, sha: str) -> str:
 def compare_url(external_url: str, repo: str, base: str, head: str) -> str:
     """The diff between two revisions as asked (names are quoted: `release/1.0...main`)."""
     return f"{external_url}/{repo}/-/compare/{quote(base, safe='')}...{quote(head, safe='')}"
+
+
+def deepsearch_url(external_url: str, read_token: str) -> str:
+    """A deep search conversation, for its owner (the `Link:` the deepsearch tool prints)."""
+    return f"{external_url}/deepsearch/{read_token}"
+
+
+def deepsearch_shared_url(external_url: str, share_token: str) -> str:
+    """A shared deep search conversation (while `deepSearch.sharing.enabled`)."""
+    return f"{external_url}/deepsearch/shared/{share_token}"

@@ -61,8 +61,10 @@ def test_question_finds_function_and_hides_private(client: TestClient, runtime: 
     every = {t["name"] for t in rpc(client, token, "/.api/mcp/all", "tools/list", {})["result"]["tools"]}
     core = {t["name"] for t in rpc(client, token, "/.api/mcp", "tools/list", {})["result"]["tools"]}
     assert "nls_search" in every
-    # code_finder is not available here, so /.api/mcp offers nls_search as its fallback (registry rule).
-    assert "nls_search" in core
+    # code_finder is available here, so /.api/mcp does not offer its fallback nls_search (registry rule; with
+    # code_finder disabled it does: tests/functional/agents/test_tools.py).
+    assert "nls_search" not in core
+    assert "code_finder" in core
 
     params = {"name": "nls_search", "arguments": {"query": "How are expired sessions purged?"}}
     result = rpc(client, token, "/.api/mcp/all", "tools/call", params)["result"]

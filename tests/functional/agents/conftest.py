@@ -1,0 +1,3 @@
+from tests.functional.mcp.served import served, tool_specs
+
+__all__ = ["served", "tool_specs"]
