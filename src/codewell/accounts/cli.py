@@ -161,7 +161,11 @@ def users_repos(ctx: click.Context, username: str, names: str | None) -> None:
     user = runtime.get(AccountService).get_by_username(username)
     repos = runtime.get(RepoService)
     if names is not None:
-        repos.set_user_repos(INTERNAL, user.id, [n.strip() for n in names.split(",") if n.strip()])
+        granted = [n.strip() for n in names.split(",") if n.strip()]
+        repos.set_user_repos(INTERNAL, user.id, granted)
+        # Explicit grants override what code hosts sync: audited.
+        details = {"user": user.username, "repos": sorted(granted)[:100]}
+        runtime.get(AuditService).record("repos.grants", "set", actor=INTERNAL, details=details)
     for repo in repos.repos_of_user(INTERNAL, user.id):
         click.echo(repo.name)
 

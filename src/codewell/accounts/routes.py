@@ -190,6 +190,9 @@ def user_repos(request: Request, runtime: Runtime) -> Any:
         if not all(isinstance(n, str) for n in names):
             raise InvalidInput("repos must be a list of repository names")
         repos.set_user_repos(actor, user.id, names)
+        # Explicit grants override what code hosts sync: audited.
+        details = {"user": user.username, "repos": sorted(names)[:100]}
+        runtime.get(AuditService).record("repos.grants", "set", actor=actor, details=details)
     return {"repos": [r.name for r in repos.repos_of_user(actor, user.id)]}
 
 

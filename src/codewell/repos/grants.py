@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -17,6 +17,8 @@ from codewell.db import Database
 from codewell.repos.catalog import Catalog
 from codewell.repos.models import RepoPermission, RepoRow
 from codewell.repos.records import NOT_FOUND_HINT, Repo
+
+EXPLICIT = "explicit"
 
 
 class Grants:
@@ -31,6 +33,13 @@ class Grants:
             session.execute(
                 delete(RepoPermission).where(RepoPermission.repo_id == repo.id, RepoPermission.source == source)
             )
+            if source == EXPLICIT and wanted:
+                # An explicit grant overrides a synced row of the same pair: it must outlive the next sync.
+                session.execute(
+                    update(RepoPermission)
+                    .where(RepoPermission.repo_id == repo.id, RepoPermission.user_id.in_(wanted))
+                    .values(source=EXPLICIT)
+                )
             existing = set(session.scalars(select(RepoPermission.user_id).where(RepoPermission.repo_id == repo.id)))
             session.add_all(
                 RepoPermission(repo_id=repo.id, user_id=user_id, source=source) for user_id in wanted - existing
@@ -49,12 +58,30 @@ class Grants:
             session.execute(
                 delete(RepoPermission).where(RepoPermission.user_id == user_id, RepoPermission.source == source)
             )
+            if source == EXPLICIT and ids:
+                # An explicit grant overrides a synced row of the same pair: it must outlive the next sync.
+                session.execute(
+                    update(RepoPermission)
+                    .where(RepoPermission.user_id == user_id, RepoPermission.repo_id.in_(list(ids.values())))
+                    .values(source=EXPLICIT)
+                )
             existing = set(session.scalars(select(RepoPermission.repo_id).where(RepoPermission.user_id == user_id)))
             session.add_all(
                 RepoPermission(repo_id=repo_id, user_id=user_id, source=source)
                 for repo_id in set(ids.values()) - existing
             )
             _flush_permissions(session)
+
+    def clear_source(self, source: str) -> int:
+        """Drop every permission row that `source` wrote (explicit grants are never dropped this way)."""
+        if source == EXPLICIT:
+            raise ValueError("explicit grants are removed one by one")
+        with self.db.session() as session:
+            dropped = session.scalars(
+                delete(RepoPermission).where(RepoPermission.source == source).returning(RepoPermission.repo_id)
+            ).all()
+            _flush_permissions(session)
+        return len(dropped)
 
     def repos_of_user(self, user_id: int) -> list[Repo]:
         """Private repositories explicitly granted to `user_id`, by name."""

@@ -147,6 +147,20 @@ RepoListener = Callable[[Repo], None]
 
 
 @dataclass(frozen=True, slots=True)
+class NewRepo:
+    """A repository to register in bulk (`RepoService.add_repos`): a clone URL without credentials."""
+
+    name: str
+    clone_url: str
+    private: bool = False
+    fork: bool = False
+    archived: bool = False
+    description: str = ""
+    credentials_env: str | None = None
+    sync_interval_seconds: int = 3600
+
+
+@dataclass(frozen=True, slots=True)
 class RepoRef:
     """The few facts about a readable repository other capabilities' queries need (history, search).
 

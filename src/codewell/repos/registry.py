@@ -20,7 +20,7 @@ from codewell.db.base import utcnow
 from codewell.repos.catalog import Catalog
 from codewell.repos.mirrors import Mirrors, notify
 from codewell.repos.models import RepoRow
-from codewell.repos.records import ReconcileReport, Repo, RepoListener
+from codewell.repos.records import NewRepo, ReconcileReport, Repo, RepoListener
 from codewell.repos.sources import RepoSpec, check_name, discover, name_from_url, split_credentials
 from codewell.repos.sync import remove_mirror
 
@@ -47,6 +47,7 @@ class Registry:
         sync_interval_seconds: int,
         credentials_env: str | None,
         description: str,
+        source: str = "manual",
     ) -> Repo:
         """Register a repository by clone URL or local path (not cloned yet; a sync clones it)."""
         if "\x00" in url or not url.strip():
@@ -75,7 +76,7 @@ class Registry:
         with self.db.session() as session:
             if session.scalar(select(RepoRow.id).where(RepoRow.name == name)) is not None:
                 raise Conflict(f"repository {name!r} is already registered", hint="remove it first or pick --name")
-            session.add(self._new_row(spec, source="manual"))
+            session.add(self._new_row(spec, source=source))
         if secret:
             self.mirrors.secrets[name] = secret
         return self.catalog.get(INTERNAL, name)
@@ -95,6 +96,42 @@ class Registry:
             sync_state="new",
             next_sync_at=utcnow(),
         )
+
+    def add_many(self, repos: list[NewRepo], source: str) -> list[str]:
+        """Insert rows for `repos` in one transaction, skipping names already registered; the names added."""
+        for repo in repos:
+            check_name(repo.name)
+        added: list[str] = []
+        with self.db.session() as session:
+            taken = set(session.scalars(select(RepoRow.name)))
+            for repo in repos:
+                if repo.name in taken:
+                    continue
+                taken.add(repo.name)
+                spec = RepoSpec(
+                    name=repo.name,
+                    clone_url=repo.clone_url,
+                    kind="git",
+                    private=repo.private,
+                    sync_interval_seconds=repo.sync_interval_seconds,
+                    credentials_env=repo.credentials_env,
+                    description=repo.description,
+                )
+                row = self._new_row(spec, source=source)
+                row.fork, row.archived = repo.fork, repo.archived
+                session.add(row)
+                added.append(repo.name)
+        return added
+
+    def update(self, repo: Repo, changes: dict[str, object]) -> Repo:
+        """Set the given columns (private, fork, archived, description, clone_url, credentials_env)."""
+        with self.db.session() as session:
+            row = session.get(RepoRow, repo.id)
+            if row is not None:
+                for key, value in changes.items():
+                    if getattr(row, key) != value:
+                        setattr(row, key, value)
+        return self.catalog.get(INTERNAL, repo.name)
 
     def remove(self, repo: Repo) -> Repo:
         """Unregister `repo`, delete its mirror and tell removal listeners (indexes) to drop it."""

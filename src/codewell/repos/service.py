@@ -41,6 +41,7 @@ from codewell.repos.records import (
     FileContent,
     FileEntry,
     FileListing,
+    NewRepo,
     ReconcileReport,
     RefInfo,
     RefList,
@@ -52,6 +53,7 @@ from codewell.repos.records import (
     SyncOutcome,
 )
 from codewell.repos.registry import Registry, git_scp_like
+from codewell.repos.sources import check_name
 
 if TYPE_CHECKING:
     from codewell.runtime import Runtime
@@ -75,6 +77,7 @@ __all__ = [
     "FileContent",
     "FileEntry",
     "FileListing",
+    "NewRepo",
     "ReconcileReport",
     "RefInfo",
     "RefList",
@@ -87,6 +90,7 @@ __all__ = [
     "StatusColumn",
     "SyncOutcome",
     "backoff_seconds",
+    "check_name",
     "clean_path",
     "git_scp_like",
     "register_local_repo",
@@ -235,6 +239,12 @@ class RepoService:
         ensure(actor, Action.REPOS_MANAGE)
         self.grants.set_user_repos(user_id, names, source)
 
+    def clear_permission_source(self, actor: Actor, source: str) -> int:
+        """Drop every permission row a sync `source` wrote (e.g. a code host whose permission sync was switched
+        off: its rows must stop granting anything); returns how many rows went."""
+        ensure(actor, Action.REPOS_MANAGE)
+        return self.grants.clear_source(source)
+
     def repos_of_user(self, actor: Actor, user_id: int) -> list[Repo]:
         """Private repositories explicitly granted to `user_id` (the user themself or a site admin may ask)."""
         ensure(actor, Action.USER_READ, UserRef(user_id))
@@ -258,8 +268,12 @@ class RepoService:
         sync_interval_seconds: int = 3600,
         credentials_env: str | None = None,
         description: str = "",
+        source: str = "manual",
     ) -> Repo:
-        """Register a repository by clone URL or local path (not cloned yet; `sync_repo` clones it)."""
+        """Register a repository by clone URL or local path (not cloned yet; `sync_repo` clones it).
+
+        `source` says who manages the row ("manual", or "codehost:<id>" for a code host connection).
+        """
         ensure(actor, Action.REPOS_MANAGE)
         return self.registry.add(
             url,
@@ -269,7 +283,38 @@ class RepoService:
             sync_interval_seconds=sync_interval_seconds,
             credentials_env=credentials_env,
             description=description,
+            source=source,
         )
+
+    def add_repos(self, actor: Actor, repos: Iterable[NewRepo], *, source: str) -> list[str]:
+        """Register many repositories in one transaction (code host discovery); names already registered are
+        skipped. Returns the names added (not cloned yet: the sync loop clones them)."""
+        ensure(actor, Action.REPOS_MANAGE)
+        return self.registry.add_many(list(repos), source)
+
+    def update_repo(
+        self,
+        actor: Actor,
+        name: str,
+        *,
+        private: bool | None = None,
+        fork: bool | None = None,
+        archived: bool | None = None,
+        description: str | None = None,
+        clone_url: str | None = None,
+        credentials_env: str | None = None,
+    ) -> Repo:
+        """Change the metadata of a registered repository (what its code host says); None keeps a field."""
+        ensure(actor, Action.REPOS_MANAGE)
+        changes = {
+            "private": private,
+            "fork": fork,
+            "archived": archived,
+            "description": description,
+            "clone_url": clone_url,
+            "credentials_env": credentials_env,
+        }
+        return self.registry.update(self.get(actor, name), {k: v for k, v in changes.items() if v is not None})
 
     def remove_repo(self, actor: Actor, name: str) -> Repo:
         """Unregister `name`, delete its mirror and tell removal listeners (indexes) to drop it."""

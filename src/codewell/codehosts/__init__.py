@@ -1,0 +1,1 @@
+"""Code host connections: repositories and their permissions discovered from GitHub, GitLab, Bitbucket, Gerrit."""

@@ -1,0 +1,104 @@
+"""`codewell codehosts status|sync|sync-user|sync-repo` (thin over CodeHostService; acts as INTERNAL)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from codewell.accounts.service import AccountService
+from codewell.clikit import fail, handle_errors, open_runtime
+from codewell.codehosts.service import CodeHostService, ConnectionStatus
+from codewell.core.actors import INTERNAL
+
+
+@click.group("codehosts")
+def codehosts() -> None:
+    """Code host connections: status, discovery and permission sync."""
+
+
+def _when(value: object) -> str:
+    return f"{value:%Y-%m-%d %H:%M:%S} UTC" if value is not None else "never"
+
+
+def _print(status: ConnectionStatus) -> None:
+    click.echo(f"{status.id} ({status.kind} {status.url})")
+    click.echo(f"  last sync: {_when(status.last_sync_at)}, last success: {_when(status.last_success_at)}")
+    click.echo(f"  repositories found: {status.repos_found}")
+    click.echo(f"  permissions: {'synced' if status.permissions_enabled else 'not synced (authorization off)'}")
+    if status.permissions_enabled:
+        click.echo(f"  permissions synced: {_when(status.perms_synced_at)}")
+    if status.error:
+        click.echo(f"  error: {status.error}")
+    if status.perms_error:
+        click.echo(f"  permission error: {status.perms_error}")
+    for warning in status.warnings:
+        click.echo(f"  warning: {warning}")
+
+
+@codehosts.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the shape of GET /.api/codehosts).")
+@click.pass_context
+@handle_errors
+def status(ctx: click.Context, as_json: bool) -> None:
+    """Show each connection: last sync, repositories found, errors."""
+    statuses = open_runtime(ctx).get(CodeHostService).status(INTERNAL)
+    if as_json:
+        click.echo(json.dumps([s.as_json() for s in statuses], indent=2))
+        return
+    if not statuses:
+        click.echo("no code host connections (site config codeHostConnections)")
+    for item in statuses:
+        _print(item)
+
+
+@codehosts.command("sync")
+@click.argument("connection_id", required=False)
+@click.option("--no-permissions", is_flag=True, help="Discover repositories only.")
+@click.pass_context
+@handle_errors
+def sync(ctx: click.Context, connection_id: str | None, no_permissions: bool) -> None:
+    """Discover repositories (and sync permissions) now, of one connection or all."""
+    service = open_runtime(ctx).get(CodeHostService)
+    ids = [connection_id] if connection_id else [c.id for c in service.connections()]
+    failed = 0
+    for cid in ids:
+        report = service.sync_connection(INTERNAL, cid, permissions=not no_permissions)
+        click.echo(
+            f"{cid}: {report.found} found, {len(report.added)} added, {len(report.updated)} updated, "
+            f"{len(report.removed)} removed, {len(report.pending_removal)} missing upstream (grace period), "
+            f"{report.repos_permissions_synced} repository and {report.users_permissions_synced} user "
+            "permission syncs"
+        )
+        for warning in report.warnings:
+            click.echo(f"  warning: {warning}")
+        if report.error:
+            failed += 1
+            click.echo(f"error: {cid}: {report.error}", err=True)
+    if failed:
+        fail(f"{failed} of {len(ids)} connections failed", "see `codewell codehosts status`")
+
+
+@codehosts.command("sync-user")
+@click.argument("username")
+@click.pass_context
+@handle_errors
+def sync_user(ctx: click.Context, username: str) -> None:
+    """Sync one user's repository permissions now and show their status."""
+    runtime = open_runtime(ctx)
+    user = runtime.get(AccountService).find_by_username(username)
+    if user is None:
+        fail(f"user {username!r} not found", "`codewell users list` shows the usernames")
+        return
+    for item in runtime.get(CodeHostService).sync_user_now(INTERNAL, user.id):
+        click.echo(f"{item.connection_id}: {item.summary}")
+
+
+@codehosts.command("sync-repo")
+@click.argument("name")
+@click.pass_context
+@handle_errors
+def sync_repo(ctx: click.Context, name: str) -> None:
+    """Sync one private repository's permissions (its members at the host) now."""
+    synced = open_runtime(ctx).get(CodeHostService).sync_repo_now(INTERNAL, name)
+    click.echo(f"{name}: permissions {'synced' if synced else 'not synced (see codewell codehosts status)'}")
