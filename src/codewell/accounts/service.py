@@ -7,6 +7,7 @@ Callers pass the acting `Actor`; changes need a site admin (or the user themself
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Self
@@ -91,11 +92,22 @@ def builtin_signup_allowed(runtime: Runtime) -> bool:
     return any(p.get("type") == "builtin" and p.get("allowSignup") is True for p in runtime.config.auth_providers)
 
 
+# Asked with the number of accounts before each new one is created; raises (a CodewellError) to refuse it.
+UserLimitCheck = Callable[[int], None]
+
+
 class AccountService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.audit = runtime.get(AuditService)
         self.roles = runtime.get(RoleService)
+        self._user_limit_checks: list[UserLimitCheck] = []
+
+    def add_user_limit_check(self, check: UserLimitCheck) -> None:
+        """Ask `check(existing accounts)` before every account is created, whoever creates it (sign-up, site
+        admins, external sign-in); it raises to refuse (licensing's user limit). Idempotent."""
+        if check not in self._user_limit_checks:
+            self._user_limit_checks.append(check)
 
     @classmethod
     def create(cls, runtime: Runtime) -> Self:
@@ -222,13 +234,16 @@ class AccountService:
         if password is not None:
             check_password_policy(password, self.runtime.config.auth_min_password_length)
         address = normalize_email(email) if email else None
-        first_user = self.count_users() == 0
+        existing = self.count_users()
+        first_user = existing == 0
         manages_users = allowed(actor, Action.USERS_MANAGE)
         if not first_user and not manages_users:
             if site_admin or service_account or email_verified:
                 raise PermissionDenied("only site admins can create site admins, service accounts or verified e-mails")
             if not builtin_signup_allowed(self.runtime):
                 raise PermissionDenied("sign-up is disabled", hint="ask a site admin to create your account")
+        for check in list(self._user_limit_checks):
+            check(existing)
         password_hash = hash_password(password) if password is not None else None
         try:
             with self.runtime.db.session() as session:

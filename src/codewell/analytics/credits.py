@@ -4,8 +4,9 @@
 nothing, and can never take a bucket below zero on SQLite or PostgreSQL: each take is a conditional
 `UPDATE ... WHERE consumed + :take <= amount` (PostgreSQL re-checks the condition after waiting for the row
 lock; SQLite serialises writers and refuses a stale snapshot's write), a lost race rolls the whole
-transaction back and retries, and a CHECK constraint backs it up. Metering starts with the first bucket:
-an instance that never allocated credits is unmetered.
+transaction back and retries, and a CHECK constraint backs it up. A bucket pays for every feature, or for
+one (`feature`: licensing allocates per feature from a license key). Metering of a feature starts with the
+first bucket that pays for it: until then the feature is unmetered.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Self
 
-from sqlalchemy import and_, select, update
+from sqlalchemy import and_, or_, select, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
@@ -50,6 +51,8 @@ class CreditBucket:
     note: str
     created_at: datetime
     consumption_by_feature: dict[str, int]
+    # The one feature this bucket pays for; "" for every metered feature.
+    feature: str = ""
 
     @property
     def remaining(self) -> int:
@@ -66,6 +69,7 @@ class CreditBucket:
             "activePeriod": {"startDate": self.starts_on.isoformat(), "endDate": self.ends_on.isoformat()},
             "active": self.is_active(utcnow().date()),
             "note": self.note,
+            "feature": self.feature or None,
             "createdAt": self.created_at.isoformat(),
             "consumed": self.consumed,
             "consumptionByFeature": dict(sorted(self.consumption_by_feature.items())),
@@ -94,8 +98,11 @@ class CreditService:
     def create(cls, runtime: Runtime) -> Self:
         return cls(runtime)
 
-    def allocate(self, actor: Actor, amount: int, starts_on: date, ends_on: date, note: str = "") -> CreditBucket:
-        """Create a bucket of `amount` credits usable from `starts_on` to `ends_on` (UTC, inclusive); admins only."""
+    def allocate(
+        self, actor: Actor, amount: int, starts_on: date, ends_on: date, note: str = "", feature: str = ""
+    ) -> CreditBucket:
+        """Create a bucket of `amount` credits usable from `starts_on` to `ends_on` (UTC, inclusive) for
+        `feature` ("": every metered feature); admins only."""
         ensure(actor, Action.CREDITS_MANAGE)
         if isinstance(amount, bool) or not isinstance(amount, int) or not 0 < amount <= MAX_AMOUNT:
             raise InvalidInput(f"amount must be a whole number between 1 and {MAX_AMOUNT}")
@@ -103,6 +110,8 @@ class CreditService:
             raise InvalidInput("endDate is before startDate", hint="the active period's end must not precede its start")
         if len(note) > MAX_NOTE:
             raise InvalidInput(f"note must be at most {MAX_NOTE} characters")
+        if len(feature) > 50:
+            raise InvalidInput("feature must be a name of at most 50 characters")
         row = CreditBucketRow(
             amount=amount,
             consumed=0,
@@ -111,16 +120,23 @@ class CreditService:
             note=note.strip(),
             created_by=actor.user_id,
             created_at=utcnow(),
+            feature=feature,
         )
         with self.runtime.db.session() as session:
             session.add(row)
             session.flush()
-            bucket = CreditBucket(row.id, amount, 0, starts_on, ends_on, row.note, row.created_at, {})
+            bucket = CreditBucket(row.id, amount, 0, starts_on, ends_on, row.note, row.created_at, {}, feature)
         self.audit.record(
             "analytics.credits",
             "allocated",
             actor=actor,
-            details={"bucketID": bucket.id, "amount": amount, "startDate": str(starts_on), "endDate": str(ends_on)},
+            details={
+                "bucketID": bucket.id,
+                "amount": amount,
+                "startDate": str(starts_on),
+                "endDate": str(ends_on),
+                **({"feature": feature} if feature else {}),
+            },
         )
         return bucket
 
@@ -141,15 +157,17 @@ class CreditService:
                 for (item,) in found:
                     usage[item.bucket_id][item.feature] = item.amount
             return [
-                CreditBucket(r.id, r.amount, r.consumed, r.starts_on, r.ends_on, r.note, r.created_at, usage[r.id])
+                CreditBucket(
+                    r.id, r.amount, r.consumed, r.starts_on, r.ends_on, r.note, r.created_at, usage[r.id], r.feature
+                )
                 for r in rows
             ]
 
     def consume(self, actor: Actor, feature: str, amount: int) -> Consumption:
-        """Take `amount` credits for `feature` from the active buckets (soonest-ending first, spilling into
-        the next), all or nothing; QuotaExceeded (429) when they hold less. Unmetered (nothing taken) while
-        no bucket was ever allocated. `actor` is whoever the work is done for (kept in the audit log only
-        for refusals, to keep the hot path to one transaction)."""
+        """Take `amount` credits for `feature` from the active buckets that pay for it (soonest-ending first,
+        spilling into the next), all or nothing; QuotaExceeded (429) when they hold less. Unmetered (nothing
+        taken) while no bucket paying for `feature` was ever allocated. `actor` is whoever the work is done
+        for (kept in the audit log only for refusals, to keep the hot path to one transaction)."""
         if isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0:
             raise InvalidInput("credits to consume must be a positive whole number")
         if not feature or len(feature) > 50:
@@ -167,15 +185,16 @@ class CreditService:
 
     def _consume_once(self, session: Session, feature: str, amount: int) -> Consumption:
         today = utcnow().date()
+        pays = or_(CreditBucketRow.feature == "", CreditBucketRow.feature == feature)
         active = list(
             session.execute(
                 select(CreditBucketRow.id, CreditBucketRow.amount - CreditBucketRow.consumed)
-                .where(CreditBucketRow.starts_on <= today, CreditBucketRow.ends_on >= today)
+                .where(pays, CreditBucketRow.starts_on <= today, CreditBucketRow.ends_on >= today)
                 .where(CreditBucketRow.consumed < CreditBucketRow.amount)
                 .order_by(CreditBucketRow.ends_on, CreditBucketRow.id)
             )
         )
-        if not active and session.scalar(select(CreditBucketRow.id).limit(1)) is None:
+        if not active and session.scalar(select(CreditBucketRow.id).where(pays).limit(1)) is None:
             return Consumption((), metered=False)
         if sum(remaining for _, remaining in active) < amount:
             raise QuotaExceeded(

@@ -147,6 +147,8 @@ class CreditBucketRow(Base):
     note: Mapped[str] = mapped_column(String(255), default="")
     created_by: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # The one feature the bucket pays for ("code_finder", ...); "" pays for every metered feature.
+    feature: Mapped[str] = mapped_column(String(50), default="", server_default="")
 
     __table_args__ = (
         CheckConstraint("consumed >= 0 AND consumed <= amount", name="consumed_within_amount"),

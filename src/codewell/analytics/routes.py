@@ -28,16 +28,18 @@ API = "/analytics/api"
 CSV_TYPE = "text/csv; charset=utf-8"
 
 
-def require_caller(request: Request) -> Actor:
-    """The authenticated caller; Unauthenticated (401) when the request carries no valid credential."""
+async def require_caller(request: Request) -> Actor:
+    """The authenticated caller; Unauthenticated (401) when the request carries no valid credential, then
+    what an API gate refuses (licensing: 403 when the plan lacks the analytics API)."""
     actor = actor_of(request)
     ensure(actor, Action.ANALYTICS_API)
+    await run_in_threadpool(runtime_of(request).get(AnalyticsService).check_api)
     return actor
 
 
-def require_writer(request: Request) -> Actor:
+async def require_writer(request: Request) -> Actor:
     """A caller allowed to change analytics state: not through an analytics token (those only read)."""
-    actor = require_caller(request)
+    actor = await require_caller(request)
     ensure(actor, Action.CREDITS_MANAGE)
     return actor
 
@@ -51,7 +53,7 @@ def csv_response(chunks: Iterator[bytes], filename: str) -> StreamingResponse:
 
 
 async def usage_report(request: Request) -> Response:
-    actor = require_caller(request)
+    actor = await require_caller(request)
     params = request.query_params
     granularity = parse_granularity(params.get("granularity"))
     start, end = parse_range(params.get("startDate"), params.get("endDate"))
@@ -63,14 +65,14 @@ async def usage_report(request: Request) -> Response:
 
 
 async def user_registry(request: Request) -> Response:
-    actor = require_caller(request)
+    actor = await require_caller(request)
     service = runtime_of(request).get(AnalyticsService)
     chunks = await run_in_threadpool(service.user_registry, actor, request.query_params.get("instanceURL"))
     return csv_response(chunks, "user-registry.csv")
 
 
 async def list_credits(request: Request) -> Response:
-    actor = require_caller(request)
+    actor = await require_caller(request)
     params = request.query_params
     start, end = parse_range(params.get("startDate"), params.get("endDate"))
     service = runtime_of(request).get(AnalyticsService)
@@ -79,7 +81,7 @@ async def list_credits(request: Request) -> Response:
 
 
 async def allocate_credits(request: Request) -> Response:
-    actor = require_writer(request)
+    actor = await require_writer(request)
     body = await json_body(request)
     amount = body.get("amount")
     if isinstance(amount, bool) or not isinstance(amount, int):
@@ -117,7 +119,7 @@ def parse_expires_at(value: object) -> datetime | None:
 
 
 async def create_token(request: Request) -> Response:
-    actor = require_caller(request)
+    actor = await require_caller(request)
     body = await json_body(request)
     name = body.get("displayName", "")
     if not isinstance(name, str):
@@ -138,14 +140,14 @@ async def create_token(request: Request) -> Response:
 
 
 async def list_tokens(request: Request) -> Response:
-    actor = require_caller(request)
+    actor = await require_caller(request)
     tokens = runtime_of(request).get(AnalyticsTokenService)
     found = await run_in_threadpool(tokens.list_tokens, actor)
     return JSONResponse({"tokens": [t.as_json() for t in found]})
 
 
 async def revoke_token(request: Request) -> Response:
-    actor = require_caller(request)
+    actor = await require_caller(request)
     tokens = runtime_of(request).get(AnalyticsTokenService)
     await run_in_threadpool(tokens.revoke, actor, request.path_params["token_id"])
     return Response(status_code=204)

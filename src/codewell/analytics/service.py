@@ -10,7 +10,7 @@ are fetched in partitions from a raw (on PostgreSQL server-side) cursor and yiel
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date
 from enum import StrEnum
@@ -146,14 +146,30 @@ class ReportRequest:
     end: date | None
 
 
+# Asked before every /analytics/api/ call of an authenticated caller; raises (a CodewellError) to refuse it.
+ApiGate = Callable[[], None]
+
+
 class AnalyticsService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.accounts = runtime.get(AccountService)
+        self._api_gates: list[ApiGate] = []
 
     @classmethod
     def create(cls, runtime: Runtime) -> Self:
         return cls(runtime)
+
+    def add_api_gate(self, gate: ApiGate) -> None:
+        """Ask `gate()` before every analytics API call (after authentication); it raises to refuse
+        (licensing: the analytics-api feature). Idempotent."""
+        if gate not in self._api_gates:
+            self._api_gates.append(gate)
+
+    def check_api(self) -> None:
+        """Raise what an API gate raises when the analytics API is refused."""
+        for gate in list(self._api_gates):
+            gate()
 
     # -- access -------------------------------------------------------------------------------------------
     def check_access(self, actor: Actor, instance_url: str | None) -> None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 from codewell.capability import Capability, templates_of
 from codewell.licensing import routes
 from codewell.licensing.cli import COMMANDS
+from codewell.licensing.setup import setup
 
 CAPABILITY = Capability(
     name="licensing",
+    setup=setup,
     routes=routes.routes,
     pages=routes.pages,
     commands=COMMANDS,

@@ -22,7 +22,7 @@ ANALYTICS_API = "analytics-api"
 FEATURES: tuple[str, ...] = (MCP, DEEPSEARCH, CODE_FINDER, SAML, PERMISSION_SYNC, ANALYTICS_API)
 
 # Limits a plan sets (None: unlimited). Code finder calls and deep search credits are spent from credit
-# buckets (analytics); these are what a plan entitles an instance to allocate per period.
+# buckets (analytics): a license key allocates one bucket per feature and calendar month with these amounts.
 USERS = "users"
 CODE_FINDER_CALLS = "codeFinderCallsPerMonth"
 DEEPSEARCH_CREDITS = "deepSearchCreditsPerMonth"
@@ -46,7 +46,8 @@ def _limits(users: int | None, code_finder: int | None, deepsearch: int | None) 
 FREE = Plan("free", "Free", frozenset(), _limits(10, 0, 0))
 TEAM = Plan("team", "Team", frozenset({CODE_FINDER, DEEPSEARCH, ANALYTICS_API}), _limits(200, 2_000, 5_000))
 ENTERPRISE = Plan("enterprise", "Enterprise", frozenset(FEATURES), _limits(None, None, None))
-TRIAL = Plan("trial", "Trial", frozenset(FEATURES), _limits(None, 500, 1_000), purchasable=False)
+# The trial allocates no credits: metered features are unmetered unless a site admin allocates buckets.
+TRIAL = Plan("trial", "Trial", frozenset(FEATURES), _limits(None, None, None), purchasable=False)
 
 # Cheapest first: the plan a refused feature names is the first purchasable plan that includes it.
 PLANS: MappingProxyType[str, Plan] = MappingProxyType({p.name: p for p in (FREE, TEAM, ENTERPRISE, TRIAL)})

@@ -8,17 +8,23 @@ runs the plan it is otherwise entitled to: nothing is deleted, and a valid key r
 
 Gates call `require_feature` / `feature_refusal` per request: the signature is verified once per key text
 (cached), the stored key is re-read at most every `STORED_KEY_TTL` seconds (so a key installed by another
-process applies within seconds), and the clock is read every time (injected in tests).
+process applies within seconds), and the clock is read every time (injected in tests). The gates lower
+capabilities ask (the user limit, SAML sign-in, the analytics API) are registered by `setup.py`.
+
+A license key also allocates credits: each calendar month (UTC) it is in force, one credit bucket per metered
+feature of the plan (`METERED`) with the key's monthly limit (`allocate_credits`, idempotent through
+`license_credit_allocations`).
 """
 
 from __future__ import annotations
 
+import calendar
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Self
+from datetime import date, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import select, update
@@ -26,14 +32,14 @@ from sqlalchemy.exc import IntegrityError
 
 from codewell.accounts.audit import AuditService
 from codewell.accounts.service import AccountService
-from codewell.analytics.credits import Consumption, CreditService
+from codewell.analytics.credits import Consumption, CreditBucket, CreditService
 from codewell.authz import Action, ensure
-from codewell.core.actors import Actor
+from codewell.core.actors import INTERNAL, Actor
 from codewell.core.errors import InvalidInput, PermissionDenied
 from codewell.db.base import utcnow
 from codewell.licensing import keys, plans
 from codewell.licensing.keys import KeyProblem, LicenseDocument
-from codewell.licensing.models import LicenseKeyRow
+from codewell.licensing.models import LicenseCreditRow, LicenseKeyRow
 from codewell.licensing.plans import FREE, PLANS, TRIAL, TRIAL_DAYS, USERS, Plan, cheapest_plan_with
 
 if TYPE_CHECKING:
@@ -42,6 +48,8 @@ if TYPE_CHECKING:
 Clock = Callable[[], datetime]
 # The feature the tool server needs (re-exported: other capabilities import only this module).
 MCP_FEATURE = plans.MCP
+# The feature code host permission sync needs (codehosts' `permissions_enabled` asks `has_feature`).
+PERMISSION_SYNC_FEATURE = plans.PERMISSION_SYNC
 STORED_KEY_TTL = 5.0
 AUDIT_ENTITY = "licensing.key"
 FEATURE_TITLES = {
@@ -53,6 +61,19 @@ FEATURE_TITLES = {
     "analytics-api": "the analytics API",
 }
 _LICENSE_HINT = "a site admin can install a license key (codewell license set, see docs/licensing.md)"
+# Metered features and the plan limit saying how many credits a key allocates for each per month.
+METERED: dict[str, str] = {plans.CODE_FINDER: plans.CODE_FINDER_CALLS, plans.DEEPSEARCH: plans.DEEPSEARCH_CREDITS}
+# Banners: the trial's end is announced this many days before; a key's expiry (to site admins) too.
+TRIAL_WARNING_DAYS = 7
+KEY_WARNING_DAYS = 14
+# Pages that use a licensed feature (path prefix → feature): their banner says when the plan lacks it.
+PAGE_FEATURES: tuple[tuple[str, str], ...] = (
+    ("/settings/mcp", plans.MCP),
+    ("/site-admin/mcp", plans.MCP),
+    ("/deepsearch", plans.DEEPSEARCH),
+    ("/analytics/", plans.ANALYTICS_API),
+)
+LICENSE_PAGE = "/site-admin/license"
 
 
 class FeatureNotLicensed(PermissionDenied):
@@ -78,6 +99,29 @@ class FeatureNotLicensed(PermissionDenied):
             "currentPlan": self.current.name,
             "hint": self.hint or "",
         }
+
+
+class UserLimitReached(PermissionDenied):
+    """A new account beyond the licensed user limit (existing accounts keep working)."""
+
+    code = "user_limit_reached"
+
+    def __init__(self, limit: int, plan: Plan) -> None:
+        super().__init__(
+            f"this instance is licensed for at most {limit} users ({plan.title} plan): no new account can be created",
+            hint="a site admin can install a license key with a higher user limit (docs/licensing.md)",
+        )
+        self.limit, self.plan = limit, plan
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """A banner about the license for the pages (the web kit renders it): level is info, warning or error."""
+
+    text: str
+    level: Literal["info", "warning", "error"]
+    link: str | None = None
+    link_text: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +199,7 @@ class LicensingService:
         self._documents: dict[str, LicenseDocument | KeyProblem] = {}
         self._noted: set[tuple[str, str]] = set()
         self._instance: tuple[str, datetime] | None = None
+        self._allocated: dict[tuple[date, str], int] = {}  # (month, feature) → credits known allocated
 
     @classmethod
     def create(cls, runtime: Runtime) -> Self:
@@ -193,11 +238,19 @@ class LicensingService:
 
     def feature_refusal(self, feature: str) -> FeatureNotLicensed | None:
         """The error to answer with when the plan in force lacks `feature`, else None."""
-        status = self.status()
+        return self._refusal(self.status(), feature)
+
+    @staticmethod
+    def _refusal(status: LicenseStatus, feature: str) -> FeatureNotLicensed | None:
         if status.has(feature):
             return None
         trial_ended = status.trial_ends_at if status.source == "free" else None
         return FeatureNotLicensed(feature, cheapest_plan_with(feature), status.plan, trial_ended)
+
+    def has_feature(self, feature: str) -> bool:
+        """Whether the plan in force includes `feature` (for gates that switch something off rather than
+        refuse a request, e.g. permission sync)."""
+        return self.status().has(feature)
 
     def require_feature(self, feature: str) -> None:
         refusal = self.feature_refusal(feature)
@@ -207,14 +260,160 @@ class LicensingService:
     def consume(self, actor: Actor, feature: str, amount: int) -> Consumption:
         """Meter one use of a licensed feature: FeatureNotLicensed when the plan lacks it, else `amount`
         credits from the active credit bucket, all or nothing (analytics' CreditService: QuotaExceeded when
-        exhausted, unmetered while no bucket was ever allocated)."""
-        self.require_feature(feature)
+        exhausted, unmetered while no bucket paying for the feature was ever allocated). The key's buckets
+        for this month are allocated first when they are not yet."""
+        status = self.status()
+        refusal = self._refusal(status, feature)
+        if refusal is not None:
+            raise refusal
+        self._allocate(status)
         return self.runtime.get(CreditService).consume(actor, feature, amount)
+
+    # -- credits from license keys ------------------------------------------------------------------------
+    def allocate_credits(self) -> list[CreditBucket]:
+        """Allocate this month's credit buckets of the key in force (one per metered feature with a finite,
+        positive monthly limit), idempotently: what earlier calls (of any process) allocated for this month
+        and feature is subtracted, so applying a key twice allocates nothing and a key entitling more
+        allocates the difference. Nothing without a valid key (the trial and free plans allocate none)."""
+        return self._allocate(self.status())
+
+    def _allocate(self, status: LicenseStatus) -> list[CreditBucket]:
+        if status.source != "license":
+            return []
+        today = status.now.date()
+        period = today.replace(day=1)
+        period_end = today.replace(day=calendar.monthrange(today.year, today.month)[1])
+        made: list[CreditBucket] = []
+        for feature, limit_name in METERED.items():
+            limit = status.limits.get(limit_name)
+            if feature not in status.features or limit is None or limit <= 0:
+                continue
+            with self._lock:
+                if self._allocated.get((period, feature), -1) >= limit:
+                    continue
+            bucket = self._allocate_one(period, period_end, feature, limit, status.licensee)
+            if bucket is not None:
+                made.append(bucket)
+            with self._lock:
+                self._allocated[(period, feature)] = limit
+        return made
+
+    def _allocate_one(
+        self, period: date, period_end: date, feature: str, limit: int, licensee: str
+    ) -> CreditBucket | None:
+        """Claim `limit` for (period, feature) in the ledger, then allocate what the claim added; None when
+        the ledger already holds as much (another call or process allocated it)."""
+        with self.runtime.db.session() as session:
+            row = session.get(LicenseCreditRow, (period, feature))
+            had = row.amount if row is not None else 0
+        if had >= limit:
+            return None
+        try:
+            with self.runtime.db.session() as session:
+                if had == 0 and row is None:
+                    session.add(LicenseCreditRow(period=period, feature=feature, amount=limit, updated_at=utcnow()))
+                    session.flush()
+                else:
+                    claimed = session.execute(
+                        update(LicenseCreditRow)
+                        .where(
+                            LicenseCreditRow.period == period,
+                            LicenseCreditRow.feature == feature,
+                            LicenseCreditRow.amount == had,
+                        )
+                        .values(amount=limit, updated_at=utcnow())
+                    ).rowcount  # type: ignore[attr-defined]
+                    if claimed != 1:
+                        return None  # another process claimed it first
+        except IntegrityError:
+            return None  # another process claimed it first
+        note = f"license ({licensee or 'key'}): {feature}, {period:%Y-%m}"[:255]
+        try:
+            return self.runtime.get(CreditService).allocate(
+                INTERNAL, limit - had, period, period_end, note, feature=feature
+            )
+        except Exception:
+            with self.runtime.db.session() as session:  # give the claim back: the next call allocates
+                session.execute(
+                    update(LicenseCreditRow)
+                    .where(LicenseCreditRow.period == period, LicenseCreditRow.feature == feature)
+                    .values(amount=had)
+                )
+            raise
+
+    # -- gates asked from below ---------------------------------------------------------------------------
+    def check_user_limit(self, existing: int) -> None:
+        """UserLimitReached when `existing` accounts already fill the licensed user limit (accounts asks
+        before creating any account)."""
+        status = self.status()
+        limit = status.limits.get(USERS)
+        if limit is not None and existing >= limit:
+            self._audit().record("licensing.userLimit", "refused", details={"limit": limit, "plan": status.plan.name})
+            raise UserLimitReached(limit, status.plan)
+
+    def check_sign_in_provider(self, kind: str) -> None:
+        """FeatureNotLicensed for SAML sign-in when the plan lacks `saml` (auth asks before every external
+        sign-in starts and completes)."""
+        if kind == "saml":
+            self.require_feature(plans.SAML)
+
+    def check_analytics_api(self) -> None:
+        """FeatureNotLicensed when the plan lacks the analytics API (analytics asks on every API call)."""
+        self.require_feature(plans.ANALYTICS_API)
+
+    # -- banners ------------------------------------------------------------------------------------------
+    def notices(self, path: str, *, signed_in: bool, site_admin: bool) -> list[Notice]:
+        """The banners of a page at `path`: the trial ending or ended, a key that is unusable or (to site
+        admins) expiring, and the plan lacking a feature the page uses. Nothing for anonymous visitors (the
+        license is not revealed before sign-in), nor on the license page (it shows all of it)."""
+        if not signed_in or path == LICENSE_PAGE:
+            return []
+        status = self.status()
+        link, link_text = (LICENSE_PAGE, "License") if site_admin else (None, None)
+        found: list[Notice] = []
+        if status.problem is not None:
+            text = (
+                f"The license key cannot be used: {status.problem.message}. This instance runs the "
+                f"{status.plan.title} plan until a valid key is installed."
+                if site_admin
+                else f"This instance's license key cannot be used; it runs the {status.plan.title} plan. "
+                "A site admin can fix it."
+            )
+            found.append(Notice(text, "error", link, link_text))
+        left = None if status.expires_at is None else status.expires_at - status.now
+        act = (
+            " Install a license key to keep every feature."
+            if site_admin
+            else " A site admin can install a license key."
+        )
+        if status.source == "trial" and left is not None and left <= timedelta(days=TRIAL_WARNING_DAYS):
+            text = f"The trial ends on {status.trial_ends_at:%Y-%m-%d} ({_days(left)} left); then this instance runs"
+            found.append(Notice(f"{text} the Free plan.{act}", "warning", link, link_text))
+        if status.source == "free" and status.problem is None:
+            text = f"The trial ended on {status.trial_ends_at:%Y-%m-%d}: this instance runs the Free plan."
+            found.append(Notice(f"{text}{act}", "warning", link, link_text))
+        if status.source == "license" and site_admin and left is not None and left <= timedelta(days=KEY_WARNING_DAYS):
+            found.append(
+                Notice(
+                    f"The license key expires on {status.expires_at:%Y-%m-%d} ({_days(left)} left): install "
+                    "a renewed key to keep the plan.",
+                    "warning",
+                    link,
+                    link_text,
+                )
+            )
+        for prefix, feature in PAGE_FEATURES:
+            if path.startswith(prefix) and not status.has(feature):
+                refusal = self._refusal(status, feature)
+                if refusal is not None:
+                    found.append(Notice(refusal.message + ".", "error", link, link_text))
+        return found
 
     def report(self, actor: Actor) -> LicenseReport:
         """The status with usage (users, this period's credits); site admins only."""
         ensure(actor, Action.LICENSE_READ)
         status = self.status()
+        self._allocate(status)
         today = status.now.date()
         buckets = self.runtime.get(CreditService).list_buckets(actor, today, today)
         return LicenseReport(
@@ -251,6 +450,8 @@ class LicensingService:
                 session.add(row)
             row.active, row.problem, row.source = True, "", "cli"
             row.installed_at, row.installed_by = utcnow(), actor.user_id
+        self._forget_stored()
+        self.allocate_credits()
         self._audit().record(
             AUDIT_ENTITY,
             "installed",
@@ -344,3 +545,8 @@ class LicensingService:
             )
         with self._lock:
             self._noted.add((fingerprint, problem.kind))
+
+
+def _days(left: timedelta) -> str:
+    days = max(0, left.days)
+    return "less than a day" if days == 0 else f"{days} day{'s' if days != 1 else ''}"

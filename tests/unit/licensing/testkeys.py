@@ -25,10 +25,13 @@ def issue(
     expires_in: timedelta = timedelta(days=365),
     user_limit: int | None = 250,
     features: frozenset[str] = frozenset(),
+    limits: dict[str, int | None] | None = None,
     private_key: Ed25519PrivateKey = TEST_PRIVATE_KEY,
 ) -> str:
     now = datetime.now(UTC)
-    document = LicenseDocument(plan, "Acme Corp", instance_id, user_limit, now, now + expires_in, features)
+    document = LicenseDocument(
+        plan, "Acme Corp", instance_id, user_limit, now, now + expires_in, features, dict(limits or {})
+    )
     return sign(document, private_key)
 
 
