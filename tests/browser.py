@@ -4,10 +4,14 @@ served over real HTTP on loopback in a thread of the test process."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import socket
+import subprocess
+import tarfile
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import uvicorn
 
@@ -51,3 +55,37 @@ def serve_app(runtime: Runtime, port: int | None = None) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+# axe-core, the accessibility engine, from the npm registry at a pinned version (the tarball's SHA-256 checked),
+# cached under tests/.artifacts/ (git-ignored).
+AXE_VERSION = "4.10.3"
+AXE_TARBALL_SHA256 = "0f2b4d7dcdf7d1219df8d1959ad68e565f51d14c3f0d88bb71cd59abeb956292"
+ARTIFACTS = Path(__file__).parent / ".artifacts"
+
+
+def axe_source() -> str:
+    """axe.min.js of axe-core AXE_VERSION, fetched once with `npm pack` (the test command installs npm; a failed
+    fetch fails the test rather than skipping it)."""
+    target = ARTIFACTS / f"axe-core-{AXE_VERSION}" / "axe.min.js"
+    if not target.exists():
+        work = ARTIFACTS / "npm"
+        work.mkdir(parents=True, exist_ok=True)
+        fetched = subprocess.run(
+            ["npm", "pack", f"axe-core@{AXE_VERSION}", "--silent"],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if fetched.returncode != 0:
+            raise AssertionError(f"npm could not fetch axe-core@{AXE_VERSION}: {fetched.stderr.strip()[-500:]}")
+        tarball = work / f"axe-core-{AXE_VERSION}.tgz"
+        if hashlib.sha256(tarball.read_bytes()).hexdigest() != AXE_TARBALL_SHA256:
+            raise AssertionError(f"{tarball} does not have the pinned SHA-256")
+        with tarfile.open(tarball) as archive:
+            member = archive.extractfile("package/axe.min.js")
+            assert member is not None
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(member.read())
+    return target.read_text(encoding="utf-8")

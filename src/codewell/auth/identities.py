@@ -15,7 +15,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Self
 
@@ -44,6 +46,7 @@ SIGNUP_DISABLED = (
     "Ask a site admin to create your account and then verify your email."
 )
 _NONCE_BYTES = 12
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +134,8 @@ class IdentityService:
         self.runtime = runtime
         self.accounts = runtime.get(AccountService)
         self.audit = runtime.get(AuditService)
+        # Called with the identity after each sign-in or link (repository-permission sync on sign-in).
+        self.listeners: list[Callable[[Identity], None]] = []
 
     @classmethod
     def create(cls, runtime: Runtime) -> Self:
@@ -156,6 +161,33 @@ class IdentityService:
                 raise NotFound(f"linked account {identity_id} not found")
             blob = row.auth_data
         return self._cipher().decrypt(blob) if blob else None
+
+    def of_service(self, kind: str, service_id: str, user_id: int | None = None) -> list[Identity]:
+        """Identities linked at one provider (kind and service URL), of one user when given."""
+        statement = select(ExternalAccountRow).where(
+            ExternalAccountRow.service_type == kind, ExternalAccountRow.service_id == service_id
+        )
+        if user_id is not None:
+            statement = statement.where(ExternalAccountRow.user_id == user_id)
+        with self.runtime.db.session() as session:
+            return [_identity(r) for r in session.scalars(statement.order_by(ExternalAccountRow.id))]
+
+    def replace_token(self, identity_id: int, token: dict[str, Any]) -> None:
+        """Store a refreshed OAuth token for an identity (encrypted)."""
+        blob = self._cipher().encrypt(token)
+        with self.runtime.db.session() as session:
+            row = session.get(ExternalAccountRow, identity_id)
+            if row is not None:
+                row.auth_data = blob
+                row.updated_at = utcnow()
+
+    def _linked(self, identity: Identity) -> None:
+        for listener in list(self.listeners):
+            try:
+                listener(identity)
+            except Exception:
+                # A listener (repository-permission sync) must never fail a sign-in.
+                log.exception("identity listener failed", extra={"user_id": identity.user_id})
 
     def find(self, account: ExternalAccount) -> Identity | None:
         with self.runtime.db.session() as session:
@@ -183,7 +215,7 @@ class IdentityService:
         except (PermissionDenied, InvalidInput, Conflict) as exc:
             self._audit(account, "failed", client, exc.message)
             raise
-        self._store(user.id, account)
+        identity = self._store(user.id, account)
         if how != "existing":
             self.audit.record(
                 "auth.externalAccount",
@@ -194,11 +226,12 @@ class IdentityService:
                 details={"provider": account.kind, "service": account.service_id, "how": how},
             )
         self._audit(account, "succeeded", client, how, Actor.user(user.id, user.username))
+        self._linked(identity)
         return user
 
-    def link(self, user: User, account: ExternalAccount, client: ClientInfo) -> Identity:
-        """Attach an identity to an already signed-in user (gerrit credentials); Conflict when another
-        account holds it."""
+    def link(self, user: User, account: ExternalAccount, client: ClientInfo, how: str = "account security") -> Identity:
+        """Attach an identity to an already signed-in user (gerrit credentials, connecting a provider from
+        account settings); Conflict when another account holds it."""
         existing = self.find(account)
         if existing is not None and existing.user_id != user.id:
             raise Conflict(f"this {account.kind} account is already linked to another user")
@@ -209,8 +242,9 @@ class IdentityService:
             actor=Actor.user(user.id, user.username),
             ip=client.ip,
             user_agent=client.user_agent,
-            details={"provider": account.kind, "service": account.service_id, "how": "account security"},
+            details={"provider": account.kind, "service": account.service_id, "how": how},
         )
+        self._linked(identity)
         return identity
 
     def _resolve(self, account: ExternalAccount, policy: LinkPolicy) -> tuple[User, str]:
@@ -225,7 +259,7 @@ class IdentityService:
         for email in emails:
             user = self.accounts.find_by_verified_email(email)
             if user is not None:
-                self._check_single_identity(user, account, policy)
+                self.check_single_identity(user, account, policy)
                 return user, "email"
         if not emails and not policy.link_by_username:
             raise PermissionDenied(
@@ -237,7 +271,8 @@ class IdentityService:
             raise PermissionDenied(SIGNUP_DISABLED.format(email=shown), hint="sign-up is disabled for this provider")
         return self._create(account, emails), "created"
 
-    def _check_single_identity(self, user: User, account: ExternalAccount, policy: LinkPolicy) -> None:
+    def check_single_identity(self, user: User, account: ExternalAccount, policy: LinkPolicy) -> None:
+        """PermissionDenied when the provider allows one identity per user and `user` has another one there."""
         if not policy.single_identity_per_user:
             return
         with self.runtime.db.session() as session:

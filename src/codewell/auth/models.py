@@ -48,6 +48,9 @@ class AuthFlowRow(Base):
     nonce: Mapped[str] = mapped_column(String(128), default="")
     code_verifier: Mapped[str] = mapped_column(String(128), default="")
     return_to: Mapped[str] = mapped_column(String(2000), default="/")
+    # Set when a signed-in user connects an identity from account settings: the callback links it to this
+    # user (who must still be signed in) instead of signing in.
+    link_user_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
 

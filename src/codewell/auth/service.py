@@ -9,21 +9,35 @@ and calls `codewell.accounts.credentials.CredentialService` for the rest.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Self
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Self
+
+import requests
+from sqlalchemy import select
 
 from codewell.accounts.audit import AuditService
 from codewell.accounts.credentials import CredentialService, Outcome, SessionInfo
 from codewell.accounts.service import AccountService, User
 from codewell.accounts.tokens import SCOPE_SUDO, SCOPE_USER_ALL, TokenService
 from codewell.auth.header import Credentials, MalformedHeader, Scheme, parse_authorization
-from codewell.authz import Action, allowed
+from codewell.auth.identities import Identity, IdentityService
+from codewell.auth.models import ExternalAccountRow
+from codewell.auth.providers.bitbucketcloud import BitbucketCloudClient
+from codewell.auth.providers.bitbucketserver import BitbucketServerClient
+from codewell.auth.providers.github import GitHubClient
+from codewell.auth.providers.gitlab import GitLabClient
+from codewell.auth.providers.oauth import CodeHostClient
+from codewell.authz import Action, UserRef, allowed, ensure
+from codewell.config.providers import Provider
 from codewell.core.actors import Actor
-from codewell.core.errors import PermissionDenied, Unauthenticated
+from codewell.core.errors import Conflict, NotFound, PermissionDenied, Unauthenticated, Unavailable
 from codewell.http.sessions import sign, unsign
 
 if TYPE_CHECKING:
@@ -35,6 +49,9 @@ BearerResolver = Callable[[str], Actor | None]
 Challenger = Callable[[str], str | None]
 # (path, lower-cased headers, client) → the actor a trusted header names, or None (http-header provider).
 RequestResolver = Callable[[str, dict[str, str], "ClientInfo"], Actor | None]
+# Asked with a provider kind ("saml", "github", ...) before an external sign-in starts or completes; raises
+# (a CodewellError) to refuse it.
+ProviderGate = Callable[[str], None]
 INVALID_HEADER = "Invalid Authorization header."
 INVALID_TOKEN = "Invalid access token."
 SIGN_IN_FAILED = "Invalid username or password."
@@ -60,6 +77,55 @@ DEFAULT_ANONYMOUS_PATHS = (
 )
 
 
+# Refresh an OAuth token this many seconds before it expires.
+TOKEN_REFRESH_MARGIN_SECONDS = 60
+_TOKEN_CLIENTS: dict[str, type[CodeHostClient[Any]]] = {
+    "github": GitHubClient,
+    "gitlab": GitLabClient,
+    "bitbucketcloud": BitbucketCloudClient,
+    "bitbucketserver": BitbucketServerClient,
+}
+__all__ = ["AuthService", "ClientInfo", "ConnectOption", "Identity", "LinkedIdentity", "TokenRefreshFailed"]
+# Provider kinds that sign people in (an identity of one of them is a way back into the account).
+SIGN_IN_KINDS = ("github", "gitlab", "bitbucketcloud", "bitbucketserver", "openidconnect", "saml", "http-header")
+# Provider kinds a signed-in user connects from account settings through `/.auth/<kind>/connect` (a POST with
+# the CSRF token; the OAuth state binds the flow to this browser and user). Gerrit has its credentials page.
+CONNECT_KINDS = ("github", "gitlab", "bitbucketcloud", "bitbucketserver", "openidconnect")
+LAST_SIGN_IN_METHOD = "This is your only way to sign in: disconnecting it would lock you out of your account."
+LAST_SIGN_IN_METHOD_HINT = "set a password or connect another sign-in provider first"
+
+
+class TokenRefreshFailed(Unavailable):
+    """A linked account's OAuth token expired and the provider did not refresh it (message safe to show)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LinkedIdentity:
+    """An external account linked to a user, as the user may see it (never its token)."""
+
+    id: int
+    kind: str
+    provider_name: str  # the configured provider's display name, else the kind
+    service_id: str  # code host URL, issuer, IdP
+    login: str  # the login or e-mail at the provider, else its account ID
+    account_id: str
+    linked_at: datetime
+    last_used_at: datetime  # the last sign-in, connection or token refresh through it
+    configured: bool  # its provider is still in auth.providers
+    sign_in: bool  # signing in with it works (configured, a sign-in kind, not noSignIn)
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectOption:
+    """A configured provider the user may connect from account settings."""
+
+    provider_id: str
+    kind: str
+    name: str
+    url: str
+    method: str  # "POST": a form with the CSRF token and `pc`; "GET": a page (Gerrit credentials)
+
+
 @dataclass(frozen=True, slots=True)
 class ClientInfo:
     """Where a request came from, for audit entries (the socket peer: proxy headers are not trusted)."""
@@ -82,6 +148,7 @@ class AuthService:
         self._request_resolvers: list[RequestResolver] = []
         self._anonymous_paths: list[str] = list(DEFAULT_ANONYMOUS_PATHS)
         self._challenges: list[Challenger] = []
+        self._provider_gates: list[ProviderGate] = []
         # Scope → path prefixes a credential holding that scope (but not user:all) may call.
         self._scope_paths: dict[str, list[str]] = {"mcp": ["/.api/mcp"]}
 
@@ -145,6 +212,18 @@ class AuthService:
             if prefix not in paths:
                 paths.append(prefix)
 
+    def add_provider_gate(self, gate: ProviderGate) -> None:
+        """Ask `gate(kind)` before every external sign-in of that provider kind starts or completes; it raises
+        to refuse (licensing: SAML sign-in needs the saml feature). The providers' config loads regardless."""
+        with self._lock:
+            if gate not in self._provider_gates:
+                self._provider_gates.append(gate)
+
+    def check_provider(self, kind: str) -> None:
+        """Raise what a provider gate raises when sign-in with `kind` is refused."""
+        for gate in list(self._provider_gates):
+            gate(kind)
+
     def is_anonymous_path(self, path: str) -> bool:
         """Whether anonymous callers reach `path` whatever auth.public says (prefix match on segments)."""
         for prefix in self._anonymous_paths:
@@ -159,6 +238,176 @@ class AuthService:
         if actor.via not in ("access_token", "oauth") or SCOPE_USER_ALL in actor.scopes:
             return True
         return any(path.startswith(prefix) for s in actor.scopes for prefix in self._scope_paths.get(s, ()))
+
+    # -- linked external accounts (repository-permission sync) ----------------------------------------------
+    def add_identity_listener(self, listener: Callable[[Identity], None]) -> None:
+        """Call `listener(identity)` after every external sign-in or link (failures are logged, not raised)."""
+        identities = self.runtime.get(IdentityService)
+        if listener not in identities.listeners:
+            identities.listeners.append(listener)
+
+    def linked_identities(self, actor: Actor, kind: str, service_id: str, user_id: int | None = None) -> list[Identity]:
+        """Identities linked at the provider `kind` at `service_id` (a code host URL), of one user when given."""
+        ensure(actor, Action.IDENTITY_SECRETS_READ)
+        return self.runtime.get(IdentityService).of_service(kind, service_id, user_id)
+
+    def identity_token(self, actor: Actor, identity: Identity) -> dict[str, Any] | None:
+        """The stored OAuth token of a linked account, refreshed first (refresh_token grant at the provider's
+        token URL, stored again) when it expires within a minute. TokenRefreshFailed when that fails."""
+        ensure(actor, Action.IDENTITY_SECRETS_READ)
+        identities = self.runtime.get(IdentityService)
+        token = identities.token_of(actor, identity.id)
+        if token is None:
+            return None
+        expires_at = token.get("expires_at")
+        if not isinstance(expires_at, (int, float)) or expires_at - TOKEN_REFRESH_MARGIN_SECONDS > time.time():
+            return token
+        refreshed = self._refresh(identity, token)
+        identities.replace_token(identity.id, refreshed)
+        return refreshed
+
+    def _refresh(self, identity: Identity, token: dict[str, Any]) -> dict[str, Any]:
+        label = f"{identity.kind} at {identity.service_id}"
+        refresh_token = token.get("refresh_token")
+        if not refresh_token:
+            raise TokenRefreshFailed(
+                f"the OAuth token of the linked {label} account expired and has no refresh token",
+                hint="sign in with that provider again",
+            )
+        provider = next(
+            (
+                p
+                for p in self.runtime.config.providers
+                if p.kind == identity.kind and p.service_id == identity.service_id and p.client_id == identity.client_id
+            ),
+            None,
+        )
+        client_class = _TOKEN_CLIENTS.get(identity.kind)
+        if provider is None or client_class is None:
+            raise TokenRefreshFailed(
+                f"the OAuth token of the linked {label} account expired and its provider is no longer configured",
+                hint="add the provider back to auth.providers",
+            )
+        endpoint = client_class(provider, "").token_endpoint()
+        form = {
+            "grant_type": "refresh_token",
+            "refresh_token": str(refresh_token),
+            "client_id": provider.client_id,
+            "client_secret": str(getattr(provider, "client_secret", "")),
+        }
+        try:
+            response = requests.post(endpoint, data=form, headers={"Accept": "application/json"}, timeout=15)
+            body = response.json() if response.status_code == 200 else None
+        except (requests.RequestException, ValueError):
+            body = None
+        if not isinstance(body, dict) or not body.get("access_token"):
+            raise TokenRefreshFailed(
+                f"{label} refused to refresh the OAuth token of the linked account",
+                hint="sign in with that provider again",
+            )
+        fresh: dict[str, Any] = {**token, **body}
+        if isinstance(body.get("expires_in"), (int, float)):
+            fresh["expires_at"] = int(time.time() + float(body["expires_in"]))
+        else:
+            fresh.pop("expires_at", None)
+        return fresh
+
+    # -- linked external accounts (account settings) -------------------------------------------------------
+    def _provider_of(self, kind: str, service_id: str, client_id: str) -> Provider | None:
+        for provider in self.runtime.config.providers:
+            if (provider.kind, provider.service_id, provider.client_id) == (kind, service_id, client_id):
+                return provider
+        return None
+
+    def _linked(self, row: ExternalAccountRow) -> LinkedIdentity:
+        data = json.loads(row.account_data or "{}")
+        login = next(
+            (str(data[k]) for k in ("login", "username", "name", "email", "nameID") if data.get(k)), row.account_id
+        )
+        provider = self._provider_of(row.service_type, row.service_id, row.client_id)
+        name = row.service_type
+        if provider is not None:
+            name = provider.display_name or provider.label.removeprefix(provider.display_prefix)
+        return LinkedIdentity(
+            id=row.id,
+            kind=row.service_type,
+            provider_name=name,
+            service_id=row.service_id,
+            login=login,
+            account_id=row.account_id,
+            linked_at=row.created_at,
+            last_used_at=row.updated_at,
+            configured=provider is not None,
+            sign_in=provider is not None and row.service_type in SIGN_IN_KINDS and not provider.no_sign_in,
+        )
+
+    def list_identities(self, actor: Actor, user_id: int | None = None) -> list[LinkedIdentity]:
+        """The external accounts linked to a user (the actor's own by default; a site admin may name another),
+        oldest first. Tokens never leave the service."""
+        target = actor.user_id if user_id is None else user_id
+        if target is None:
+            raise Unauthenticated("Sign in to see your linked accounts.")
+        ensure(actor, Action.USER_READ, UserRef(target))
+        with self.runtime.db.session() as session:
+            rows = session.scalars(
+                select(ExternalAccountRow).where(ExternalAccountRow.user_id == target).order_by(ExternalAccountRow.id)
+            ).all()
+            return [self._linked(r) for r in rows]
+
+    def unlink_identity(self, actor: Actor, identity_id: int, client: ClientInfo | None = None) -> LinkedIdentity:
+        """Disconnect one of the actor's own linked accounts (audited `auth.externalAccount` / `unlinked`).
+
+        NotFound for an unknown ID or someone else's identity (alike); Conflict when it is the actor's last way
+        to sign in (no password usable with the builtin provider, no other sign-in identity, no proxy header)."""
+        if actor.user_id is None:
+            raise Unauthenticated("Sign in to disconnect a linked account.")
+        ensure(actor, Action.USER_MANAGE, UserRef(actor.user_id))
+        identities = self.list_identities(actor)
+        removed = next((i for i in identities if i.id == identity_id), None)
+        if removed is None:
+            raise NotFound(f"linked account {identity_id} not found", hint="pick one listed on /settings/accounts")
+        if removed.sign_in and not self._other_sign_in(actor.user_id, identities, identity_id):
+            raise Conflict(LAST_SIGN_IN_METHOD, hint=LAST_SIGN_IN_METHOD_HINT)
+        with self.runtime.db.session() as session:
+            row = session.get(ExternalAccountRow, identity_id)
+            if row is None or row.user_id != actor.user_id:
+                raise NotFound(f"linked account {identity_id} not found", hint="pick one listed on /settings/accounts")
+            session.delete(row)
+        client = client or ClientInfo()
+        self.audit.record(
+            "auth.externalAccount",
+            "unlinked",
+            actor=actor,
+            ip=client.ip,
+            user_agent=client.user_agent,
+            details={"provider": removed.kind, "service": removed.service_id, "accountID": removed.account_id},
+        )
+        return removed
+
+    def _other_sign_in(self, user_id: int, identities: list[LinkedIdentity], without: int) -> bool:
+        """Whether the user keeps a way to sign in once identity `without` is gone."""
+        if any(i.sign_in for i in identities if i.id != without):
+            return True
+        kinds = {p.kind for p in self.runtime.config.providers}
+        if "http-header" in kinds:
+            return True  # the authenticating proxy names users by username
+        return "builtin" in kinds and self.accounts.get_user(user_id).has_password
+
+    def connect_options(self, actor: Actor) -> list[ConnectOption]:
+        """The configured providers (not hidden) the actor may connect and has not linked yet, in file order."""
+        linked = {(i.kind, i.service_id) for i in self.list_identities(actor)}
+        options: list[ConnectOption] = []
+        for provider in self.runtime.config.providers:
+            if provider.hidden or (provider.kind, provider.service_id) in linked:
+                continue
+            name = provider.display_name or provider.label.removeprefix(provider.display_prefix)
+            if provider.kind in CONNECT_KINDS:
+                options.append(
+                    ConnectOption(provider.id, provider.kind, name, f"/.auth/{provider.kind}/connect", "POST")
+                )
+            elif provider.kind == "gerrit":
+                options.append(ConnectOption(provider.id, provider.kind, name, "/.auth/gerrit/credentials", "GET"))
+        return options
 
     # -- the Authorization header -------------------------------------------------------------------------
     def authenticate_header(self, value: str, client: ClientInfo) -> Actor | None:

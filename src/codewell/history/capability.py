@@ -1,11 +1,19 @@
-"""The history capability: commit and diff search, revision comparison, contributors."""
+"""The history capability: commit and diff search, revision comparison, contributors, and their pages."""
 
 from __future__ import annotations
 
-from codewell.capability import Capability
-from codewell.history import routes
+from codewell.capability import Capability, templates_of
+from codewell.history import pages, routes
 from codewell.history.cli import history
 from codewell.history.setup import setup
 from codewell.history.tools import TOOLS
 
-CAPABILITY = Capability(name="history", setup=setup, routes=routes.routes, tools=TOOLS, commands=[history])
+CAPABILITY = Capability(
+    name="history",
+    setup=setup,
+    routes=routes.routes,
+    pages=pages.routes,
+    tools=TOOLS,
+    commands=[history],
+    templates=templates_of(__file__),
+)

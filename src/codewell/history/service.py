@@ -11,14 +11,16 @@ Visibility: every query is restricted to the repositories `RepoService.readable_
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Self
 
-from pygit2.enums import DiffFind
+import pygit2
+from pygit2.enums import DiffFind, SortMode
 from sqlalchemy import func, select
 
 from codewell.core.actors import INTERNAL, Actor
-from codewell.core.errors import InvalidInput
+from codewell.core.errors import InvalidInput, NotFound
 from codewell.history import diffs, prefilter
 from codewell.history import scope as scope_module
 from codewell.history.indexer import CommitIndexer, IndexStats
@@ -40,7 +42,11 @@ if TYPE_CHECKING:
     from codewell.runtime import Runtime
 
 __all__ = [
+    "Blame",
+    "BlameLine",
+    "CommitDetail",
     "CommitInfo",
+    "CommitLog",
     "CommitSearchResult",
     "Comparison",
     "ContributorRepo",
@@ -57,6 +63,56 @@ CONTRIB_LIMIT_DEFAULT, CONTRIB_LIMIT_MAX, CONTRIB_AUTHORS_MAX = 20, 100, 5
 SCAN_TIMEOUT = 10.0
 MAX_HUNKS_PER_MATCH = 10
 MAX_LINES_PER_FILE = 1000
+LOG_PAGE_DEFAULT, LOG_PAGE_MAX = 30, 100
+# Commits a path's log walks per page before it stops (a path touched rarely in a long history).
+LOG_WALK_MAX = 50_000
+COMMIT_FILES_MAX = 300
+
+
+@dataclass(frozen=True, slots=True)
+class CommitLog:
+    """One page of a revision's history (optionally of one path), newest first."""
+
+    repo: str
+    revision: str
+    commit: str  # what `revision` resolved to
+    path: str
+    commits: list[CommitInfo]
+    offset: int
+    has_more: bool
+    walk_limit_hit: bool = False  # a path's log stopped after LOG_WALK_MAX commits
+
+
+@dataclass(frozen=True, slots=True)
+class BlameLine:
+    number: int
+    text: str
+    commit: CommitInfo
+    first: bool  # the first line of a run from the same commit
+
+
+@dataclass(frozen=True, slots=True)
+class Blame:
+    """Who last changed each line of a file at a revision (the lines `read_file` returns: 200 of a large file)."""
+
+    repo: str
+    revision: str
+    commit: str
+    path: str
+    lines: list[BlameLine]
+    truncated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CommitDetail:
+    """One commit with the diff it introduces against its first parent (files ordered by path)."""
+
+    info: CommitInfo
+    files: list[diffs.FileDiff]
+    total_files: int
+    total_added: int
+    total_deleted: int
+    parent: str | None  # the first parent the diff is against (None for a root commit)
 
 
 class HistoryService:
@@ -234,6 +290,104 @@ class HistoryService:
             offset=offset,
         )
 
+    # ---- pages: log and one commit ---------------------------------------------------------------------
+
+    def log(
+        self,
+        actor: Actor,
+        repo: str,
+        revision: str | None = None,
+        path: str = "",
+        *,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> CommitLog:
+        """Commits reachable from `revision` (default branch when None), newest first, `limit` after `offset`.
+
+        With `path`, only the commits that changed it (its tree entry differs from every parent's, roughly
+        git's default simplification). Read from the mirror, so it works before the commit index caught up.
+        """
+        limit = int_param(limit, "limit", LOG_PAGE_DEFAULT, 1, LOG_PAGE_MAX)
+        offset = int_param(offset, "offset", 0, 0, 1_000_000)
+        resolved = self.repos.resolve(actor, repo, revision)
+        git_repo = self.mirrors.open(resolved.repo.mirror_path)
+        path = path.strip("/")
+        found: list[pygit2.Commit] = []
+        walked, skipped, more, cut = 0, 0, False, False
+        for commit in git_repo.walk(resolved.commit, SortMode.TOPOLOGICAL | SortMode.TIME):
+            walked += 1
+            if path and walked > LOG_WALK_MAX:
+                cut = True
+                break
+            if path and not _touches(commit, path):
+                continue
+            if skipped < offset:
+                skipped += 1
+                continue
+            if len(found) == limit:
+                more = True
+                break
+            found.append(commit)
+        if path and not found and offset == 0 and not cut and _entry(git_repo[resolved.commit], path) is None:
+            raise NotFound(f"no file or directory {path!r} at {resolved.revision}", hint="check the path")
+        infos = [_commit_info(resolved.repo.name, c) for c in found]
+        return CommitLog(resolved.repo.name, resolved.revision, resolved.commit, path, infos, offset, more, cut)
+
+    def commit(self, actor: Actor, repo: str, sha: str) -> CommitDetail:
+        """One commit and the diff it introduces (merges: against their first parent), at most 300 files."""
+        if not isinstance(sha, str) or not sha.strip():
+            raise InvalidInput("a commit SHA is required", hint="e.g. 4f2a9c1")
+        resolved = self.repos.resolve(actor, repo, sha.strip())
+        git_repo = self.mirrors.open(resolved.repo.mirror_path)
+        commit: Any = git_repo[resolved.commit]
+        parent = commit.parent_ids[0] if commit.parent_ids else None
+        if parent is None:
+            diff = commit.tree.diff_to_tree(swap=True, context_lines=3)
+        else:
+            diff = git_repo[parent].tree.diff_to_tree(commit.tree, context_lines=3)
+            diff.find_similar(flags=DiffFind.FIND_RENAMES)
+        stats = diff.stats
+        patches = sorted((patch.delta.new_file.path, i) for i, patch in enumerate(diff) if patch is not None)
+        files: list[diffs.FileDiff] = []
+        for _, index in patches[:COMMIT_FILES_MAX]:
+            files.extend(diffs.file_diffs([diff[index]], max_lines_per_file=MAX_LINES_PER_FILE))
+        return CommitDetail(
+            info=_commit_info(resolved.repo.name, commit),
+            files=files,
+            total_files=stats.files_changed,
+            total_added=stats.insertions,
+            total_deleted=stats.deletions,
+            parent=str(parent) if parent is not None else None,
+        )
+
+    def blame(self, actor: Actor, repo: str, revision: str | None, path: str) -> Blame:
+        """The commit that last changed each line of `path` at `revision` (libgit2's blame, renames followed
+        within the file's own history as libgit2 does)."""
+        resolved = self.repos.resolve(actor, repo, revision)
+        content = self.repos.read_file(actor, repo, path, revision=resolved.commit)
+        if content.binary:
+            raise InvalidInput("binary files have no blame", hint="open the file's history instead")
+        git_repo = self.mirrors.open(resolved.repo.mirror_path)
+        last = content.start_line + len(content.lines) - 1
+        hunks = git_repo.blame(content.path, newest_commit=resolved.commit, min_line=1, max_line=max(last, 1))
+        infos: dict[str, CommitInfo] = {}
+        owner: dict[int, str] = {}
+        for hunk in hunks:
+            sha = str(hunk.final_commit_id)
+            if sha not in infos:
+                infos[sha] = _commit_info(resolved.repo.name, git_repo[sha])
+            start = hunk.final_start_line_number
+            for number in range(start, start + hunk.lines_in_hunk):
+                owner[number] = sha
+        lines, previous = [], None
+        for offset, text in enumerate(content.lines):
+            number = content.start_line + offset
+            sha = owner.get(number, resolved.commit)
+            info = infos.get(sha) or infos.setdefault(sha, _commit_info(resolved.repo.name, git_repo[sha]))
+            lines.append(BlameLine(number, text, info, sha != previous))
+            previous = sha
+        return Blame(resolved.repo.name, resolved.revision, resolved.commit, content.path, lines, content.truncated)
+
     # ---- get_contributor_repos --------------------------------------------------------------------------
 
     def contributor_repos(
@@ -278,6 +432,42 @@ def _aware(value: Any) -> datetime:
         value = datetime.fromisoformat(value)
     assert isinstance(value, datetime)
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+def _signature_time(signature: Any) -> datetime:
+    return datetime.fromtimestamp(signature.time, timezone(timedelta(minutes=signature.offset))).astimezone(UTC)
+
+
+def _commit_info(repo: str, commit: Any) -> CommitInfo:
+    message = commit.message or ""
+    return CommitInfo(
+        repo=repo,
+        sha=str(commit.id),
+        parents=tuple(str(p) for p in commit.parent_ids),
+        author_name=commit.author.name,
+        author_email=commit.author.email,
+        authored_at=_signature_time(commit.author),
+        committed_at=_signature_time(commit.committer),
+        subject=message.split("\n", 1)[0].strip(),
+        message=message,
+        paths=(),
+    )
+
+
+def _entry(commit: Any, path: str) -> pygit2.Oid | None:
+    """The id of the tree entry at `path` in a commit's tree (None when absent)."""
+    try:
+        return commit.tree[path].id  # type: ignore[no-any-return]
+    except KeyError:
+        return None
+
+
+def _touches(commit: Any, path: str) -> bool:
+    """Whether `commit` changed `path` compared with every parent (a root commit: whether it has it)."""
+    mine = _entry(commit, path)
+    if not commit.parents:
+        return mine is not None
+    return all(_entry(parent, path) != mine for parent in commit.parents)
 
 
 def _matching_hunks(diff: Any, regex: Any, origins: str) -> list[tuple[str, diffs.DiffHunk]]:

@@ -6,6 +6,10 @@ The kit's own templates (`base.html`) live in `codewell/http/templates/`; each c
 signed-in user or anonymous), `csrf_token` and `csrf_field()` (a hidden input for forms) and `request`.
 Scripts that call `/.api/` with the session cookie must send `X-CSRF-Token` (the page's `csrf-token` meta tag).
 
+Page notices (`PageNotices`): capabilities register, in their setup, callables that return notices for a request
+(`runtime.get(PageNotices).add(source)`); base.html shows them at the top of every page. A source that fails is
+logged and skipped: a notice never breaks a page.
+
 Content-Security-Policy (`page_csp`): scripts and styles only from this origin or carrying the page's nonce:
 a `<script>` or `<style>` element in a template needs `nonce="{{ csp_nonce }}"`, and `style="..."` attributes
 and `on...=` handlers do not run at all (use classes in base.html's style block). An injected tag without
@@ -15,10 +19,13 @@ the per-response nonce is inert, which is the point.
 from __future__ import annotations
 
 import functools
+import logging
 import secrets
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 import jinja2
 from markupsafe import Markup, escape
@@ -29,7 +36,51 @@ from codewell.http.csrf import csrf_token, set_presession_cookie
 from codewell.http.requests import actor_of, runtime_of
 from codewell.http.sessions import CSRF_FORM_FIELD
 
+if TYPE_CHECKING:
+    from codewell.runtime import Runtime
+
+log = logging.getLogger(__name__)
 TEMPLATES_DIR = Path(__file__).parent / "templates"
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """A line shown at the top of every page (escaped), with an optional link to act on it."""
+
+    text: str
+    level: Literal["info", "warning", "error"] = "info"
+    link: str | None = None
+    link_text: str | None = None
+
+
+NoticeSource = Callable[[Request], Sequence[Notice]]
+
+
+class PageNotices:
+    """The notice sources capabilities registered (e.g. licensing's expiry banner); asked on every page."""
+
+    def __init__(self) -> None:
+        self._sources: list[NoticeSource] = []
+        self._lock = threading.Lock()
+
+    @classmethod
+    def create(cls, runtime: Runtime) -> Self:
+        return cls()
+
+    def add(self, source: NoticeSource) -> None:
+        """Register a source (idempotent: setup may run more than once per runtime)."""
+        with self._lock:
+            if source not in self._sources:
+                self._sources.append(source)
+
+    def for_request(self, request: Request) -> list[Notice]:
+        notices: list[Notice] = []
+        for source in list(self._sources):
+            try:
+                notices.extend(source(request))
+            except Exception:
+                log.exception("page notice source %r failed", source)
+        return notices
 
 
 @functools.cache
@@ -72,7 +123,9 @@ def render(request: Request, name: str, *, status_code: int = 200, **ctx: Any) -
         "csp_nonce": nonce,
         **ctx,
     }
-    folders = tuple(c.templates for c in runtime_of(request).capabilities if c.templates is not None)
+    runtime = runtime_of(request)
+    context.setdefault("page_notices", runtime.get(PageNotices).for_request(request))
+    folders = tuple(c.templates for c in runtime.capabilities if c.templates is not None)
     html = environment(folders).get_template(name).render(context)
     response = HTMLResponse(html, status_code=status_code)
     set_presession_cookie(request, response)

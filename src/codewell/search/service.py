@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 # The symbol-source types are re-exported here: capabilities above search import only its service module.
 __all__ = [
     "DEFAULT_COUNT",
+    "LANGUAGES",  # the names `lang:` knows (the web pages suggest them)
     "DefinitionSpans",
     "FileMatch",
     "IndexStatus",

@@ -34,6 +34,8 @@ class Flow:
     nonce: str
     code_verifier: str
     return_to: str
+    # The signed-in user connecting an identity (account settings), None for a sign-in.
+    link_user_id: int | None = None
 
 
 class FlowRefused(PermissionDenied):
@@ -60,8 +62,17 @@ class AuthFlows:
     def create(cls, runtime: Runtime) -> Self:
         return cls(runtime)
 
-    def begin(self, provider_id: str, return_to: str, browser_token: str, *, pkce: bool = True) -> Flow:
-        """Record a new flow; returns its fresh state, nonce and (with `pkce`) code verifier."""
+    def begin(
+        self,
+        provider_id: str,
+        return_to: str,
+        browser_token: str,
+        *,
+        pkce: bool = True,
+        link_user_id: int | None = None,
+    ) -> Flow:
+        """Record a new flow; returns its fresh state, nonce and (with `pkce`) code verifier. With `link_user_id`
+        the flow connects the identity to that signed-in user instead of signing in."""
         if len(return_to) > MAX_RETURN_TO:
             return_to = "/"  # an absurdly long returnTo is not worth failing the sign-in for
         flow = Flow(
@@ -70,6 +81,7 @@ class AuthFlows:
             nonce=secrets.token_urlsafe(32),
             code_verifier=secrets.token_urlsafe(64) if pkce else "",
             return_to=return_to,
+            link_user_id=link_user_id,
         )
         now = utcnow()
         with self.runtime.db.session() as session:
@@ -82,6 +94,7 @@ class AuthFlows:
                     nonce=flow.nonce,
                     code_verifier=flow.code_verifier,
                     return_to=return_to,
+                    link_user_id=link_user_id,
                     created_at=now,
                     expires_at=now + FLOW_LIFETIME,
                 )
@@ -97,7 +110,7 @@ class AuthFlows:
             if row is None:
                 raise FlowRefused("unknown or already used state")
             session.delete(row)  # single use, whatever happens next
-            flow = Flow(state, row.provider_id, row.nonce, row.code_verifier, row.return_to)
+            flow = Flow(state, row.provider_id, row.nonce, row.code_verifier, row.return_to, row.link_user_id)
             expired = row.expires_at <= utcnow()
             same_browser = bool(browser_token) and secrets.compare_digest(row.browser_sha256, _sha(browser_token))
         if expired:

@@ -2,7 +2,8 @@
 
 `GET /.auth/<kind>/login?pc=<provider id>&returnTo=<path>` starts a sign-in; the provider comes back to
 `GET /.auth/<kind>/callback` (code hosts), `GET /.auth/callback` (OpenID Connect) or
-`POST /.auth/saml/acs` (SAML, SP metadata at `GET /.auth/saml/metadata`).
+`POST /.auth/saml/acs` (SAML, SP metadata at `GET /.auth/saml/metadata`). `POST /.auth/<kind>/connect`
+starts the same flow from account settings to link an account to the signed-in user.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from codewell.auth.providers.service import (
     sp_metadata,
 )
 from codewell.auth.routes import client_of, safe_return_to, signed_in_response
-from codewell.auth.service import AuthService
+from codewell.auth.service import CONNECT_KINDS, AuthService
 from codewell.config.providers import GerritProvider
 from codewell.core.errors import CodewellError
 from codewell.http.csrf import verify_form
@@ -86,16 +87,53 @@ async def start_session(request: Request, user: User, return_to: str) -> Respons
     return signed_in_response(request, cookie, return_to)
 
 
+def connect(kind: str) -> Callable[[Request], Awaitable[Response]]:
+    """`POST /.auth/<kind>/connect` (form: csrf_token, pc): connect an account there to the signed-in user."""
+
+    async def handler(request: Request) -> Response:
+        actor = actor_of(request)
+        if not actor.is_user:
+            return RedirectResponse("/sign-in?returnTo=/settings/accounts", status_code=302)
+        form = await request.form()
+        try:
+            verify_form(request, form)
+            pc = form.get("pc", "")
+            token, new = _browser_token(request)
+            target = await run_in_threadpool(
+                runtime_of(request).get(ExternalSignIn).begin_connect,
+                actor,
+                kind,
+                pc if isinstance(pc, str) else "",
+                token,
+                client_of(request),
+            )
+        except CodewellError as exc:
+            return error_page(request, exc)
+        response = RedirectResponse(target, status_code=303)
+        if new:
+            set_flow_cookie(request, response, token)
+        return response
+
+    return handler
+
+
 def callback(kind: str) -> Callable[[Request], Awaitable[Response]]:
     async def handler(request: Request) -> Response:
         service = runtime_of(request).get(ExternalSignIn)
         params = dict(request.query_params.items())
         try:
-            user, return_to = await run_in_threadpool(
-                service.finish, kind, params, request.cookies.get(FLOW_COOKIE, ""), client_of(request)
+            user, return_to, connected = await run_in_threadpool(
+                service.finish,
+                kind,
+                params,
+                request.cookies.get(FLOW_COOKIE, ""),
+                client_of(request),
+                actor_of(request),
             )
         except CodewellError as exc:
             return error_page(request, exc)
+        if connected:  # linked to the signed-in user from account settings: the session stays as it is
+            return RedirectResponse(return_to, status_code=303)
         return await start_session(request, user, return_to)
 
     return handler
@@ -157,6 +195,8 @@ def routes(runtime: Runtime) -> list[BaseRoute]:
         result.append(Route(f"/.auth/{kind}/login", login(kind), methods=["GET"]))
     for kind in CODE_HOST_KINDS:
         result.append(Route(f"/.auth/{kind}/callback", callback(kind), methods=["GET"]))
+    for kind in CONNECT_KINDS:
+        result.append(Route(f"/.auth/{kind}/connect", connect(kind), methods=["POST"]))
     result.append(Route(OIDC_CALLBACK, callback("openidconnect"), methods=["GET"]))
     result.append(Route("/.auth/saml/metadata", saml_metadata, methods=["GET"]))
     result.append(Route("/.auth/saml/acs", saml_acs, methods=["POST"]))

@@ -25,6 +25,8 @@ from codewell.auth.providers.gitlab import GitLabClient
 from codewell.auth.providers.oauth import CodeHostClient
 from codewell.auth.providers.openidconnect import OpenIDConnectClient
 from codewell.auth.providers.saml import client_for
+from codewell.auth.service import CONNECT_KINDS, AuthService, ClientInfo
+from codewell.authz import Action, UserRef, ensure
 from codewell.config.providers import (
     BitbucketCloudProvider,
     BitbucketServerProvider,
@@ -36,17 +38,17 @@ from codewell.config.providers import (
     Provider,
     SAMLProvider,
 )
-from codewell.core.actors import Actor
-from codewell.core.errors import CodewellError, InvalidInput, NotFound, PermissionDenied
+from codewell.core.actors import ANONYMOUS, Actor
+from codewell.core.errors import CodewellError, Conflict, InvalidInput, NotFound, PermissionDenied, Unauthenticated
 
 if TYPE_CHECKING:
-    from codewell.auth.service import ClientInfo
     from codewell.runtime import Runtime
 
 log = logging.getLogger(__name__)
 CODE_HOST_KINDS = ("github", "gitlab", "bitbucketcloud", "bitbucketserver")
 REDIRECT_KINDS = (*CODE_HOST_KINDS, "openidconnect", "saml")
 OIDC_CALLBACK = "/.auth/callback"
+CONNECT_RETURN = "/settings/accounts?done=connected"  # where a connection from account settings comes back to
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +143,7 @@ class ExternalSignIn:
     def _redirect(self, provider: Provider, return_to: str, browser_token: str) -> str:
         if provider.no_sign_in:
             raise PermissionDenied(f"{provider.label} is not a sign-in method here (noSignIn).")
+        self.runtime.get(AuthService).check_provider(provider.kind)
         if isinstance(provider, SAMLProvider):
             flow = self.flows.begin(provider.id, return_to, browser_token, pkce=False)
             return client_for(self.runtime, provider).authorization_url(flow)
@@ -158,14 +161,53 @@ class ExternalSignIn:
             raise ProviderGone
         return provider
 
+    def begin_connect(self, actor: Actor, kind: str, provider_id: str, browser_token: str, client: ClientInfo) -> str:
+        """The provider URL that connects an identity there to the signed-in `actor` (account settings): the
+        flow records the user, and its callback links the identity instead of signing in. noSignIn providers
+        may be connected (they exist for linking); the sign-up filters apply only to sign-ins."""
+        if not actor.is_user or actor.user_id is None:
+            raise Unauthenticated(
+                "Sign in to connect an external account.", hint="sign in, then use /settings/accounts"
+            )
+        ensure(actor, Action.USER_MANAGE, UserRef(actor.user_id))
+        provider = self._provider(kind, provider_id, client)
+        if kind not in CONNECT_KINDS:
+            raise NotFound(f"{provider.label.removeprefix(provider.display_prefix)} accounts cannot be connected here.")
+        try:
+            self.runtime.get(AuthService).check_provider(kind)
+            if isinstance(provider, OpenIDConnectProvider):
+                flow = self.flows.begin(
+                    provider.id, CONNECT_RETURN, browser_token, pkce=True, link_user_id=actor.user_id
+                )
+                return self._oidc(provider).authorization_url(flow)
+            host = self._code_host(provider)
+            flow = self.flows.begin(
+                provider.id, CONNECT_RETURN, browser_token, pkce=host.pkce, link_user_id=actor.user_id
+            )
+            return host.authorization_url(flow)
+        except CodewellError as exc:
+            self.refuse(kind, exc.message, client)
+            raise
+
     # -- finishing ----------------------------------------------------------------------------------------
-    def finish(self, kind: str, params: dict[str, str], browser_token: str, client: ClientInfo) -> tuple[User, str]:
-        """Complete a code-flow callback (code hosts and OpenID Connect): (the signed-in user, returnTo)."""
+    def finish(
+        self, kind: str, params: dict[str, str], browser_token: str, client: ClientInfo, actor: Actor = ANONYMOUS
+    ) -> tuple[User, str, bool]:
+        """Complete a code-flow callback (code hosts and OpenID Connect): (the user, returnTo, connected).
+
+        `connected` is True when the flow was started from account settings: the identity was linked to the
+        signed-in `actor` (who must still be the user who started it) and no new session is needed."""
         flow = self.consume_flow(kind, params.get("state", ""), browser_token, client)
         provider = self.find(flow.provider_id)
         if provider is None or provider.kind != kind:
             self.refuse(kind, "callback for a provider removed from the config", client)
             raise ProviderGone
+        if flow.link_user_id is not None and actor.user_id != flow.link_user_id:
+            self.refuse(kind, "connect callback without the session of the user who started it", client)
+            raise PermissionDenied(
+                "You are no longer signed in as the user who started connecting this account.",
+                hint="sign in again and connect it from /settings/accounts",
+            )
         if params.get("error"):
             reason = f"provider error {params['error'][:100]}"
             self.refuse(kind, reason, client)
@@ -180,14 +222,42 @@ class ExternalSignIn:
             self.refuse(kind, "callback without code", client)
             raise InvalidInput("The sign-in response has no authorization code.", hint="start the sign-in again")
         try:
-            account = self._account(provider, code, flow, params.get("iss"))
+            account = self._account(provider, code, flow, params.get("iss"), filters=flow.link_user_id is None)
         except CodewellError as exc:
             self.refuse(kind, exc.message, client)
             raise
-        return self.complete(provider, account, client), flow.return_to
+        if flow.link_user_id is not None:
+            return self.connect(provider, account, flow.link_user_id, client), flow.return_to, True
+        return self.complete(provider, account, client), flow.return_to, False
+
+    def connect(self, provider: Provider, account: ExternalAccount, user_id: int, client: ClientInfo) -> User:
+        """Link an authenticated external identity to a signed-in user (audited `auth.externalAccount` /
+        `linked`, how `connected`); refused (audited) when another account holds it or the provider allows one
+        identity per user and this user has another."""
+        user = self.runtime.get(AccountService).get_user(user_id)
+        try:
+            self.runtime.get(AuthService).check_provider(provider.kind)
+            self.identities.check_single_identity(user, account, link_policy(provider))
+            self.identities.link(user, account, client, how="connected")
+        except Conflict as exc:
+            self.refuse(provider.kind, exc.message, client)
+            raise Conflict(
+                f"This {provider.label.removeprefix(provider.display_prefix)} account is already linked to another "
+                "user here.",
+                hint="sign in with it to use that account, or ask a site admin",
+            ) from None
+        except CodewellError as exc:
+            self.refuse(provider.kind, exc.message, client)
+            raise
+        return user
 
     def complete(self, provider: Provider, account: ExternalAccount, client: ClientInfo) -> User:
         """Link or create the account of an authenticated external identity (IdentityService audits)."""
+        try:
+            self.runtime.get(AuthService).check_provider(provider.kind)
+        except CodewellError as exc:
+            self.refuse(provider.kind, exc.message, client)
+            raise
         return self.identities.sign_in(account, link_policy(provider), client)
 
     def consume_flow(self, kind: str, state: str, browser_token: str, client: ClientInfo) -> Flow:
@@ -198,13 +268,16 @@ class ExternalSignIn:
             self.refuse(kind, exc.reason, client)
             raise
 
-    def _account(self, provider: Provider, code: str, flow: Flow, iss: str | None) -> ExternalAccount:
+    def _account(
+        self, provider: Provider, code: str, flow: Flow, iss: str | None, *, filters: bool = True
+    ) -> ExternalAccount:
         if isinstance(provider, OpenIDConnectProvider):
             return self._oidc(provider).finish(code, flow, iss)
         host = self._code_host(provider)
         http, token = host.exchange(code, flow)
         account = host.fetch_account(http, token)
-        host.check_filters(http, account)  # sign-up and new sign-ins: checked at every provider sign-in
+        if filters:
+            host.check_filters(http, account)  # sign-up and new sign-ins: checked at every provider sign-in
         return account
 
     def _oidc(self, provider: OpenIDConnectProvider) -> OpenIDConnectClient:

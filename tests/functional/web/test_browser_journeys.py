@@ -1,0 +1,142 @@
+"""Journeys in a real browser (Debian's chromium through Playwright, the app over real HTTP): the `/` shortcut
+and htmx search suggestions under the page's CSP, reading history from a file view, and an axe-core
+accessibility check of the main pages (no serious or critical violations, light and dark). Screenshots go to
+tests/.artifacts/ (git-ignored)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import ConsoleMessage, Page, sync_playwright
+
+from codewell.core.actors import INTERNAL
+from codewell.runtime import Runtime
+from codewell.search.service import SearchService
+from tests.browser import ARTIFACTS, AXE_VERSION, CHROMIUM, CHROMIUM_ARGS, axe_source, serve_app
+from tests.factories import make_user
+from tests.gitfixtures import commit, make_repo, register_local_repo
+
+PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture
+def site(runtime: Runtime, tmp_path: Path) -> Iterator[str]:
+    make_user(runtime, "root", password=PASSWORD, site_admin=True)
+    path = make_repo(tmp_path / "app", {"app/main.py": "def helper(x):\n    return x * 2\n", "README.md": "# app\n"})
+    commit(path, {"app/main.py": "def helper(x):\n    return x * 3\n"}, message="triple the helper")
+    register_local_repo(runtime, path, "acme/app")
+    runtime.get(SearchService).index_repo(INTERNAL, "acme/app")
+    with serve_app(runtime) as url:
+        yield url
+
+
+@pytest.fixture
+def page(site: str) -> Iterator[tuple[Page, list[str]]]:
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            tab = browser.new_page()
+            console: list[str] = []
+
+            def collect(message: ConsoleMessage) -> None:
+                console.append(message.text)
+
+            tab.on("console", collect)
+            tab.goto(f"{site}/sign-in")
+            tab.fill("#username", "root")
+            tab.fill("#password", PASSWORD)
+            with tab.expect_navigation():
+                tab.click("button[type=submit]")
+            yield tab, console
+        finally:
+            browser.close()
+
+
+def _shot(page: Page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"web-{name}.png"), full_page=True)
+
+
+@pytest.mark.browser
+def test_slash_focuses_search_and_htmx_suggests_filters_under_the_csp(site: str, page: tuple[Page, list[str]]) -> None:
+    tab, console = page
+    tab.goto(f"{site}/acme/app/-/blob/app/main.py")
+    tab.keyboard.press("/")
+    assert tab.evaluate("document.activeElement.id") == "nav-q"
+    tab.goto(f"{site}/")
+    tab.click("h1")  # away from the autofocused box: the shortcut brings focus back
+    tab.keyboard.press("/")
+    assert tab.evaluate("document.activeElement.id") == "q"
+    tab.keyboard.type("helper repo:acm")
+    tab.wait_for_selector("#suggestions a:has-text('acme/app')")
+    suggestion = tab.locator("#suggestions a").first
+    assert suggestion.inner_text() == "repo:^acme/app$"
+    _shot(tab, "suggestions")
+    with tab.expect_navigation():
+        suggestion.click()
+    assert tab.locator("section.result").count() == 1
+    assert [m for m in console if "Content Security Policy" in m] == []
+
+
+@pytest.mark.browser
+def test_read_history_from_a_file_view(site: str, page: tuple[Page, list[str]]) -> None:
+    tab, console = page
+    tab.goto(f"{site}/acme/app/-/blob/app/main.py")
+    with tab.expect_navigation():
+        tab.click("text=History")
+    assert "/-/commits/app/main.py" in tab.url
+    with tab.expect_navigation():
+        tab.click("text=triple the helper")
+    assert tab.locator("tr.del").first.inner_text().endswith("-    return x * 2")
+    assert tab.locator("tr.add").first.inner_text().endswith("+    return x * 3")
+    _shot(tab, "commit")
+    with tab.expect_navigation():
+        tab.click("text=View file")
+    assert "/-/blob/app/main.py" in tab.url
+    assert [m for m in console if "Content Security Policy" in m] == []
+
+
+MAIN_PAGES = [
+    "/",
+    "/search?q=helper",
+    "/repositories",
+    "/acme/app",
+    "/acme/app/-/blob/app/main.py?L1-2",
+    "/acme/app/-/commits",
+    "/settings",
+    "/settings/mcp",
+    "/settings/tokens",
+    "/site-admin",
+    "/site-admin/repositories",
+    "/site-admin/configuration",
+    "/site-admin/mcp",
+]
+
+
+@pytest.mark.browser
+def test_main_pages_have_no_serious_accessibility_violations(site: str, page: tuple[Page, list[str]]) -> None:
+    axe = axe_source()
+    tab, _ = page
+    tab.goto(f"{site}/acme/app/-/commits")
+    commit_url = str(tab.locator("td a").first.get_attribute("href"))
+    found: dict[str, list[str]] = {}
+    for scheme in ("light", "dark"):
+        tab.emulate_media(color_scheme=scheme)
+        for url in [*MAIN_PAGES, commit_url, "/acme/app/-/compare/main~1...main"]:
+            tab.goto(f"{site}{url}")
+            # Injected through the devtools protocol (not a page script), so the page's CSP does not apply.
+            tab.evaluate(axe)
+            result = tab.evaluate("axe.run(document, {resultTypes: ['violations']})")
+            assert result["testEngine"]["version"] == AXE_VERSION  # axe really ran on this page
+            bad = [
+                f"{v['id']} ({v['impact']}): {v['nodes'][0]['target']}"
+                for v in result["violations"]
+                if v["impact"] in ("serious", "critical")
+            ]
+            if bad:
+                found[f"{scheme} {url}"] = bad
+        _shot(tab, f"home-{scheme}")
+    assert found == {}, json.dumps(found, indent=1)
