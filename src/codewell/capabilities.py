@@ -9,9 +9,11 @@ order, so a capability's setup may rely on the ones listed before it. A new capa
 from __future__ import annotations
 
 from codewell.accounts.capability import CAPABILITY as ACCOUNTS
+from codewell.agents.capability import CAPABILITY as AGENTS
 from codewell.analytics.capability import CAPABILITY as ANALYTICS
 from codewell.auth.capability import CAPABILITY as AUTH
 from codewell.capability import Capability
+from codewell.codehosts.capability import CAPABILITY as CODEHOSTS
 from codewell.codenav.capability import CAPABILITY as CODENAV
 from codewell.evaluator.capability import CAPABILITY as EVALUATOR
 from codewell.history.capability import CAPABILITY as HISTORY
@@ -33,9 +35,11 @@ CAPABILITIES: tuple[Capability, ...] = (
     OAUTH,
     SEARCH,
     HISTORY,
+    CODEHOSTS,
     CODENAV,
     NLS,
     EVALUATOR,
+    AGENTS,
     MCP,
     WEB,
 )

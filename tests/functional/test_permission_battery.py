@@ -21,6 +21,7 @@ import re
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -33,6 +34,8 @@ from codewell.accounts.permissions import MCP_ACCESS
 from codewell.accounts.roles import RoleService
 from codewell.accounts.service import AccountService
 from codewell.accounts.tokens import TokenService
+from codewell.agents.service import AgentService
+from codewell.analytics.credits import CreditService
 from codewell.analytics.tokens import AnalyticsTokenService
 from codewell.app import create_app
 from codewell.capabilities import CAPABILITIES
@@ -42,7 +45,7 @@ from codewell.oauth.service import OAuthService
 from codewell.repos.service import RepoService
 from codewell.runtime import Runtime
 from tests.conftest import PostgresReset
-from tests.factories import make_user
+from tests.factories import make_user, set_site_config
 from tests.gitfixtures import make_repo, register_local_repo
 
 PASSWORD = "correct horse battery staple"
@@ -168,6 +171,40 @@ def alice_analytics_token(world: World) -> dict[str, str]:
     return {"token_id": str(info.id)}
 
 
+def alice_id(world: World) -> dict[str, str]:
+    return {"user_id": str(world.ids["alice"])}
+
+
+def alice_conversation(world: World) -> dict[str, str]:
+    """A deep search conversation of alice's, not being answered (so that follow-ups are accepted)."""
+    alice = world.runtime.get(AccountService).actor_for(
+        world.runtime.get(AccountService).get_user(world.ids["alice"]), via="session"
+    )
+    service = world.runtime.get(AgentService)
+    view = service.deepsearch(alice, "where is the helper defined?")
+    service.cancel(alice, view.url)
+    set_site_config(world.runtime, {"deepSearch": {"sharing": {"enabled": True}, "mcpWaitSeconds": 5}})
+    return {"token": view.conversation.read_token, "identifier": view.url}
+
+
+def alice_shared_conversation(world: World) -> dict[str, str]:
+    """A conversation of alice's with a shared link (sharing on); `token` is the share token."""
+    alice = world.runtime.get(AccountService).actor_for(
+        world.runtime.get(AccountService).get_user(world.ids["alice"]), via="session"
+    )
+    identifier = alice_conversation(world)["identifier"]
+    shared = world.runtime.get(AgentService).share(alice, identifier).share_url
+    assert shared is not None
+    return {"token": shared.rsplit("/", 1)[1]}
+
+
+def code_finder_task(world: World) -> dict[str, str]:
+    """A task with credits to pay for it (the credits rows make this instance metered)."""
+    today = datetime.now(UTC).date()
+    world.runtime.get(CreditService).allocate(INTERNAL, 10, today, today, feature="code_finder")
+    return {"task": "where is helper defined in acme/app?"}
+
+
 def repo_to_remove(world: World) -> dict[str, str]:
     name = unique("acme/gone")
     world.runtime.get(RepoService).add_repo(INTERNAL, str(world.repo_path), name=name)
@@ -275,6 +312,12 @@ ROWS: list[Row] = [
     Row("GET", "/site-admin/audit", ADMIN),
     # -- licensing ------------------------------------------------------------------------------------------
     Row("GET", "/.api/license", ADMIN),
+    # -- code host connections (none configured here: an admin's sync of an unknown one is a 404) -----------
+    Row("GET", "/.api/codehosts", ADMIN),
+    Row("POST", "/.api/codehosts/{connection_id}/sync", "401 403 403 403 404", fixed(connection_id="nope")),
+    Row("POST", "/.api/codehosts/repos/{name}/sync", "401 403 403 403 404", fixed(name="acme/app")),
+    Row("GET", "/.api/codehosts/users/{user_id}", "401 ok 403 403 ok", alice_id),
+    Row("POST", "/.api/codehosts/users/{user_id}/sync", "401 ok 403 403 ok", alice_id),
     Row("GET", "/site-admin/license", ADMIN),
     # -- repositories -------------------------------------------------------------------------------------
     Row("GET", "/.api/repos", SIGNED_IN),
@@ -308,6 +351,11 @@ ROWS: list[Row] = [
     Row("POST", "/.auth/saml/acs", PROVIDER_GONE, form={}),
     Row("GET", "/.auth/gerrit/credentials", SIGNED_IN),
     Row("POST", "/.auth/gerrit/credentials", "401 404 404 403 404", form={}),
+    # Connecting an account from /settings/accounts: signed-in users only; an unknown `pc` is refused.
+    *[
+        Row("POST", f"/.auth/{provider}/connect", "401 403 403 403 403", form={"pc": "nope"})
+        for provider in ("github", "gitlab", "bitbucketcloud", "bitbucketserver", "openidconnect")
+    ],
     # -- analytics ----------------------------------------------------------------------------------------
     Row("GET", "/analytics/api/reports/by-user-client-date", ADMIN_ANALYTICS, query="instanceURL={host}"),
     Row("GET", "/analytics/api/reports/user-registry", ADMIN_ANALYTICS, query="instanceURL={host}"),
@@ -335,6 +383,32 @@ ROWS: list[Row] = [
     Row("DELETE", "/.api/oauth/clients/{client_id}", ADMIN, oauth_client),
     Row("GET", "/site-admin/oauth-clients", ADMIN),
     Row("POST", "/site-admin/oauth-clients", ADMIN, form={"name": "b", "redirect_uris": "http://127.0.0.1/cb"}),
+    # -- deep search (#18): another user's conversation reads as missing; only its owner asks follow-ups -----
+    Row("POST", "/.api/deepsearch", SIGNED_IN, json={"question": "where is the helper defined?"}),
+    Row("GET", "/.api/deepsearch", SIGNED_IN),
+    Row("GET", "/.api/deepsearch/{token}", "401 ok 404 403 ok", alice_conversation),
+    Row("DELETE", "/.api/deepsearch/{token}", "401 ok 404 403 ok", alice_conversation),
+    Row(
+        "POST",
+        "/.api/deepsearch/{token}/questions",
+        "401 ok 404 403 403",
+        alice_conversation,
+        json={"question": "and?"},
+    ),
+    Row("POST", "/.api/deepsearch/{token}/cancel", "401 ok 404 403 ok", alice_conversation),
+    Row("POST", "/.api/deepsearch/{token}/share", "401 ok 404 403 ok", alice_conversation),
+    Row("POST", "/.api/deepsearch/{token}/reset-share", "401 ok 404 403 ok", alice_conversation),
+    # -- deep search pages (#19): the same decisions as the REST routes, through the session's forms ------
+    Row("GET", "/deepsearch", SIGNED_IN),
+    Row("POST", "/deepsearch", SIGNED_IN, form={"question": "where is the helper defined?"}),
+    Row("GET", "/deepsearch/shared/{token}", SIGNED_IN, alice_shared_conversation),
+    Row("GET", "/deepsearch/{token}", "401 ok 404 403 ok", alice_conversation),
+    Row("POST", "/deepsearch/{token}/questions", "401 ok 404 403 403", alice_conversation, form={"question": "and?"}),
+    Row("POST", "/deepsearch/{token}/cancel", "401 ok 404 403 ok", alice_conversation),
+    Row("POST", "/deepsearch/{token}/share", "401 ok 404 403 ok", alice_conversation),
+    Row("POST", "/deepsearch/{token}/reset-share", "401 ok 404 403 ok", alice_conversation),
+    Row("GET", "/deepsearch/{token}/delete", "401 ok 404 403 ok", alice_conversation),
+    Row("POST", "/deepsearch/{token}/delete", "401 ok 404 403 ok", alice_conversation),
     # -- search, history, evaluator -----------------------------------------------------------------------
     Row("GET", "/.api/search", SIGNED_IN, query="q=helper"),
     Row("GET", "/.api/search/status", SIGNED_IN),
@@ -355,6 +429,32 @@ ROWS: list[Row] = [
     Row("GET", "/{repo:repo}/-/blob/{path:path}", "401 404 404 403 ok", fixed(repo="acme/secret", path="s.txt")),
     Row("GET", "/{repo:repo}/-/raw/{path:path}", SIGNED_IN, fixed(repo="acme/app", path="app/util.py")),
     Row("GET", "/{repo:repo}/-/raw/{path:path}", "401 404 404 403 ok", fixed(repo="acme/secret", path="s.txt")),
+    Row("GET", "/.static/{name}", PUBLIC, fixed(name="codewell.css")),
+    Row("GET", "/search/suggest", SIGNED_IN, query="q=repo:acme"),
+    Row("GET", "/repositories", SIGNED_IN),
+    Row("GET", "/{repo:repo}/-/commits{path:subpath}", SIGNED_IN, fixed(repo="acme/app@main", path="/app/util.py")),
+    Row("GET", "/{repo:repo}/-/commits{path:subpath}", "401 404 404 403 ok", fixed(repo="acme/secret", path="")),
+    Row("GET", "/{repo:repo}/-/commit/{sha}", SIGNED_IN, fixed(repo="acme/app", sha="main")),
+    Row("GET", "/{repo:repo}/-/commit/{sha}", "401 404 404 403 ok", fixed(repo="acme/secret", sha="main")),
+    Row("GET", "/{repo:repo}/-/compare/{spec:path}", SIGNED_IN, fixed(repo="acme/app", spec="main...main")),
+    Row(
+        "GET", "/{repo:repo}/-/compare/{spec:path}", "401 404 404 403 ok", fixed(repo="acme/secret", spec="main...main")
+    ),
+    Row("GET", "/{repo:repo}/-/blame/{path:path}", SIGNED_IN, fixed(repo="acme/app", path="app/util.py")),
+    Row("GET", "/{repo:repo}/-/blame/{path:path}", "401 404 404 403 ok", fixed(repo="acme/secret", path="s.txt")),
+    Row("GET", "/settings", SIGNED_IN),
+    Row("GET", "/settings/mcp", SIGNED_IN),
+    Row("GET", "/settings/accounts", SIGNED_IN),
+    # Own linked accounts only: an identity that is not the caller's (here: none exists) is not found.
+    Row("POST", "/settings/accounts/{identity_id}/disconnect", "401 404 404 403 404", fixed(identity_id="999999")),
+    Row("GET", "/site-admin", ADMIN),
+    Row("GET", "/site-admin/repositories", ADMIN),
+    Row("POST", "/site-admin/repositories", ADMIN, form={"action": "sync", "name": "acme/app"}),
+    Row("GET", "/site-admin/configuration", ADMIN),
+    # Invalid on purpose (nothing is saved): the battery's site config stays as it is for the other rows.
+    Row("POST", "/site-admin/configuration", "401 403 403 403 400", form={"config": '{"no.such.option": 1}'}),
+    Row("GET", "/site-admin/mcp", ADMIN),
+    Row("POST", "/site-admin/mcp", "401 403 403 403 400", form={"mcp": "on", "enabled": "no-such-tool"}),
     # -- MCP (the gate; each tool has its own rows below) -------------------------------------------------
     Row("POST", "/.api/mcp", MCP, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
     Row("POST", "/.api/mcp/{rest}", MCP, fixed(rest="all"), json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
@@ -363,7 +463,7 @@ ROWS: list[Row] = [
 ]
 
 # Every MCP tool through /.api/mcp/all, with a valid argument set: "ok" is a result that is not an error.
-TOOLS: dict[str, tuple[dict[str, Any], str]] = {
+TOOLS: dict[str, tuple[dict[str, Any] | Callable[[World], dict[str, Any]], str]] = {
     "list_repos": ({"query": "acme"}, MCP),
     "list_files": ({"repo": "acme/app"}, MCP),
     "read_file": ({"repo": "acme/app", "path": "app/util.py"}, MCP),
@@ -377,6 +477,9 @@ TOOLS: dict[str, tuple[dict[str, Any], str]] = {
     "go_to_definition": ({"repo": "acme/app", "path": "app/main.py", "symbol": "helper"}, MCP),
     "find_references": ({"repo": "acme/app", "path": "app/util.py", "symbol": "helper"}, MCP),
     "evaluator": ({"script": "return 1"}, MCP),
+    "code_finder": (code_finder_task, MCP),
+    "deepsearch": ({"question": "where is the helper defined?"}, MCP),
+    "deepsearch_read": (lambda world: {"identifier": alice_conversation(world)["identifier"]}, MCP),
 }
 
 
@@ -436,6 +539,8 @@ def _call_tool(world: World, principal: str, name: str, arguments: dict[str, Any
 @pytest.mark.parametrize("name", sorted(TOOLS))
 def test_tool_outcomes_match_the_table(world: World, name: str) -> None:
     arguments, expect = TOOLS[name]
+    if callable(arguments):
+        arguments = arguments(world)
     observed = {principal: _call_tool(world, principal, name, arguments) for principal in PRINCIPALS}
     assert observed == _expect(expect), f"observed: {' | '.join(observed.values())}"
 

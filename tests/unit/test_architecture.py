@@ -24,6 +24,7 @@ PUBLIC_API: dict[str, frozenset[str]] = {
     "analytics": frozenset({"service", "events", "credits"}),
     "auth": frozenset({"service"}),
     "codenav": frozenset({"service"}),
+    "codehosts": frozenset({"service"}),
     "evaluator": frozenset({"service"}),
     "history": frozenset({"service"}),
     "licensing": frozenset({"service"}),

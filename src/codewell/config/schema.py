@@ -9,6 +9,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from codewell.config.codehosts import CodeHostConnection, check_connections
+from codewell.config.deepsearch import DeepSearchConfig
+from codewell.config.models import ModelsConfig
 from codewell.config.providers import Provider, parse_providers
 
 
@@ -94,6 +97,9 @@ class SiteConfig(Strict):
     auth_lockout: LockoutConfig = Field(default_factory=LockoutConfig, alias="auth.lockout")
     auth_password_reset_link_expiry: int = Field(14400, alias="auth.passwordResetLinkExpiry", ge=60)
     auth_public: bool = Field(False, alias="auth.public")
+    code_host_connections: list[CodeHostConnection] = Field(default_factory=list, alias="codeHostConnections")
+    # Deep search conversations: waiting, sharing, workers, budgets (codewell.config.deepsearch, docs/agents.md).
+    deep_search: DeepSearchConfig = Field(default_factory=DeepSearchConfig, alias="deepSearch")
     email_smtp: SmtpConfig | None = Field(None, alias="email.smtp")
     email_sender_address: str | None = Field(
         None, alias="email.senderAddress", pattern=r"^[^@\s<>]{1,64}@[^@\s<>]+\.[^@\s<>]+$"
@@ -103,6 +109,8 @@ class SiteConfig(Strict):
     license_key: str | None = Field(None, alias="licenseKey", max_length=16_384)
     mcp_enabled: bool = Field(True, alias="mcp.enabled")
     mcp_tools_disabled: list[str] = Field(default_factory=list, alias="mcp.tools.disabled")
+    # Language models of the agents (codewell.config.models); none: the retrieval pipeline answers.
+    models: ModelsConfig = Field(default_factory=ModelsConfig, alias="models")
     repositories: list[RepoSource] = Field(default_factory=list, alias="repositories")
     _providers: list[Provider] = PrivateAttr(default_factory=list)
 
@@ -114,6 +122,11 @@ class SiteConfig(Strict):
         if not value.startswith(("http://", "https://")):
             raise ValueError("must be an absolute http:// or https:// URL, e.g. https://code.example.com")
         return value.rstrip("/")
+
+    @field_validator("code_host_connections")
+    @classmethod
+    def _check_code_hosts(cls, value: list[CodeHostConnection]) -> list[CodeHostConnection]:
+        return check_connections(value)
 
     @field_validator("auth_providers")
     @classmethod
