@@ -25,12 +25,15 @@ from codewell.analytics.credits import CreditService
 from codewell.core.actors import ANONYMOUS, INTERNAL, Actor
 from codewell.core.errors import Conflict, InvalidInput, NotFound, PermissionDenied, Unauthenticated
 from codewell.db.base import utcnow
+from codewell.licensing.plans import TRIAL_DAYS
+from codewell.licensing.service import FeatureNotLicensed
 from codewell.repos.service import RepoService
 from codewell.runtime import Runtime
 from codewell.search.service import SearchService
 from tests.factories import actor_of_user, auth_headers, make_token, make_user, set_site_config
 from tests.fakes.llm import Call, FakeOpenAI, Turn
 from tests.gitfixtures import make_repo, register_local_repo
+from tests.unit.licensing.testkeys import Clock, licensing
 
 APP = {
     "billing/retry.py": (
@@ -411,3 +414,21 @@ def test_a_scripted_model_answer_is_stored_within_five_seconds_of_its_last_reply
     text = render_conversation(done)
     assert "Answered by model scripted" in text
     assert "sk-scripted" not in text
+
+
+def test_a_plan_without_deep_search_refuses_new_questions_and_fails_queued_ones(world: World) -> None:
+    clock = Clock()
+    licensing(world.runtime, clock)
+    queued = world.service.deepsearch(world.alice, QUESTION)  # asked during the trial, answered after it
+    clock.offset = timedelta(days=TRIAL_DAYS, minutes=1)  # the free plan lacks `deepsearch`
+    with pytest.raises(FeatureNotLicensed) as refused:
+        world.service.deepsearch(world.alice, "Where is schedule_charge defined?")
+    assert refused.value.message.startswith("deep search needs the Team plan; this instance runs the Free plan")
+    with pytest.raises(FeatureNotLicensed):
+        world.service.follow_up(world.alice, queued.url, "And where is it scheduled?")
+    world.jobs.run_pending()
+    question = world.service.read(world.alice, queued.url).conversation.questions[0]
+    assert (question.status, question.error_code, question.credits) == ("failed", "not_licensed", 0)
+    assert world.seen == []  # the agent never ran for the unlicensed question
+    # The conversation itself stays readable: the data is intact.
+    assert world.service.read(world.alice, queued.url).conversation.title == QUESTION
