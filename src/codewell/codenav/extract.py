@@ -147,7 +147,12 @@ def _parse(grammar: Grammar, data: bytes) -> Node | None:
         timed_out = time.monotonic() > deadline
         return timed_out  # True cancels the parse
 
-    tree = parser.parse(read, progress_callback=progress)
+    try:
+        tree = parser.parse(read, progress_callback=progress)
+    except ValueError:
+        # tree-sitter 0.26 raises "Parsing failed" when the progress callback cancels the parse.
+        if not timed_out:
+            raise
     if timed_out:
         parser.reset()
         return None

@@ -83,6 +83,10 @@ _PYTHON_BUILTIN_MEMBERS = frozenset(
 # The dotted (or `::`/`->`) chain right before a member name: `a.b.` in `a.b.name`.
 _QUALIFIER = re.compile(r"([A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*)\s*(?:\.|::|->)\s*$")
 _SCOPES = ("same file", "same package", "same repository", "other repository")
+# The base classes on a Python class header line: `class Name(Base, mod.Other, metaclass=M):`.
+_CLASS_BASES = re.compile(r"^\s*class\s+\w+\s*\(([^)]*)\)")
+# Classes looked at when following a method's override hierarchy (bounds the work on huge hierarchies).
+_MAX_FAMILY = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +131,13 @@ def _submodule(module: str, name: str) -> str:
 def _container_matches(container: str, qualifier: list[str]) -> bool:
     if not qualifier:
         return False
-    return container.split(".")[-len(qualifier) :] == qualifier or container.endswith(qualifier[-1])
+    if container.split(".")[-len(qualifier) :] == qualifier:
+        return True
+    # A package path ending in the qualifier (`example.com/acme/mathx` for `mathx.Square`), at a name boundary:
+    # `Filter` is not the end of `Filterer.addFilter`.
+    last = qualifier[-1]
+    before = container[: -len(last)]
+    return container.endswith(last) and (not before or not (before[-1].isalnum() or before[-1] in "_$"))
 
 
 class CodeNavService:
@@ -607,6 +617,7 @@ class CodeNavService:
             and row.symbol.kind in ("method", "field")
             and (row.path, row.symbol.container) != (target.path, symbols[0].container)
         }
+        family_calls, family_selves = self._override_family(target, symbols[0])
         found: list[tuple[int, Repo, str, str, list[tuple[int, int]]]] = []
         occurrences = target.index.occurrences(name)
         for file_path, scope in visible.items():
@@ -621,6 +632,8 @@ class CodeNavService:
                 or target.queries not in ("python", "javascript", "typescript")
                 or "" in aliases.get(file_path, set()),
                 ambiguous=bool(other_definers) or (target.queries == "python" and name in _PYTHON_BUILTIN_MEMBERS),
+                family_calls=family_calls,
+                family_selves=family_selves,
             )
             if spots:
                 found.append((scope, target.repo, target.commit, file_path, spots))
@@ -733,7 +746,7 @@ class CodeNavService:
                     aliases.setdefault(imp.path, set()).add("")
         return visible, aliases
 
-    def _uses(  # noqa: PLR0912 - one branch per kind of occurrence
+    def _uses(  # noqa: PLR0912, PLR0915 - one branch per kind of occurrence
         self,
         target: _Target,
         definition: Symbol,
@@ -743,11 +756,15 @@ class CodeNavService:
         *,
         bare: bool,
         ambiguous: bool,
+        family_calls: frozenset[str] = frozenset(),
+        family_selves: frozenset[str] = frozenset(),
     ) -> list[tuple[int, int]]:
         """The occurrences in `path` that can mean `definition`: members through objects, others by name or module.
 
         `ambiguous`: other classes define a member of the same name, so `obj.name` on an object of unknown type
-        is not counted; `self.name` in the class (or a subclass) and `Class.name` still are.
+        is not counted; `self.name` in the class (or a subclass) and `Class.name` still are. For a Python method
+        with an override hierarchy (_override_family): `Class.name` with a class of `family_calls`, and `self.name`
+        in a class of `family_selves`, count.
         """
         member = definition.kind in ("method", "field")
         strict = target.queries in _MEMBERS_THROUGH_OBJECTS
@@ -760,10 +777,21 @@ class CodeNavService:
             if role == "d":
                 continue
             if member and strict and role != "m":
+                if (
+                    target.queries == "python"
+                    and path == target.path
+                    and self._in_class_body(target, line, owner_class)
+                ):
+                    keep.append((line, column))  # `name = property(get_name)`, `@name.setter` in the class body
                 continue  # `name` alone is a local or a global there, never this member
             if not member and not bare and role != "m":
                 continue  # this importer reaches the module, not the bare name
             if role != "m":
+                if target.queries == "python":
+                    if lines is None:
+                        lines = self._lines(target.repo, target.commit, path)
+                    if line <= len(lines) and lines[line - 1].lstrip().startswith(("global ", "nonlocal ")):
+                        continue  # a declaration of the name's scope, not a use
                 keep.append((line, column))
                 continue
             if lines is None:
@@ -776,11 +804,14 @@ class CodeNavService:
                 if owner in aliases or (before.endswith("::") and target.queries != "c"):
                     keep.append((line, column))
                 continue
+            last = owner.split(".")[-1]
+            if last in family_calls:
+                keep.append((line, column))  # `Base.name(self)`, `mod.Sub.name`: a class of the override hierarchy
+                continue
             if import_names is None:
                 import_names = self._import_names(target, path)
             if owner.split(".")[0] in import_names:
                 continue  # `module.name`: something a module defines, not a member of a class here
-            last = owner.split(".")[-1]
             if last == owner_class:
                 keep.append((line, column))
                 continue
@@ -788,6 +819,9 @@ class CodeNavService:
                 if classes is None:
                     classes = [s for s in target.index.symbols_in(path) if s.kind in ("class", "struct")]
                 enclosing = [c for c in classes if c.def_line <= line <= c.def_end_line]
+                if enclosing and enclosing[-1].name in family_selves:
+                    keep.append((line, column))
+                    continue
                 if enclosing and self._defines_other(target, path, enclosing[-1], definition):
                     continue  # that class has its own member of this name
                 if ambiguous and not (
@@ -801,6 +835,99 @@ class CodeNavService:
             if not ambiguous:
                 keep.append((line, column))
         return keep
+
+    @staticmethod
+    def _in_class_body(target: _Target, line: int, owner_class: str) -> bool:
+        """Whether `line` of target.path is directly in the body of class `owner_class` (not in one of its methods)."""
+        inside = [
+            s
+            for s in target.index.symbols_in(target.path)
+            if s.kind in ("class", "function", "method") and s.def_line < line <= s.def_end_line
+        ]
+        innermost = max(inside, key=lambda s: s.def_line) if inside else None
+        return innermost is not None and innermost.kind == "class" and innermost.name == owner_class
+
+    def _override_family(  # noqa: PLR0912 - up the bases, then down the subclasses
+        self, target: _Target, definition: Symbol
+    ) -> tuple[frozenset[str], frozenset[str]]:
+        """Names of the classes of a Python method's override hierarchy, or nothing when it overrides nothing.
+
+        The hierarchy: the topmost base class (by name, from `class X(Base):` headers in the revision) that also
+        defines the method, and every class below it. A call `self.name()` in any of them, or `Base.name(self)`,
+        may run this definition (or the one it overrides and calls), so both count as references to it.
+        """
+        if target.queries != "python" or definition.kind != "method" or not definition.container:
+            return frozenset(), frozenset()
+        index = target.index
+        owner = definition.container.split(".")[-1]
+        definers = {
+            r.symbol.container.split(".")[-1]
+            for r in index.symbols_named(definition.name)
+            if r.symbol.kind == "method" and r.language == target.language
+        }
+        if definers == {owner}:
+            return frozenset(), frozenset()
+        lines: dict[str, list[str]] = {}
+        classes: dict[str, list[tuple[str, Symbol]]] = {}
+
+        def class_rows(name: str) -> list[tuple[str, Symbol]]:
+            if name not in classes:
+                classes[name] = [
+                    (r.path, r.symbol)
+                    for r in index.symbols_named(name)
+                    if r.symbol.kind == "class" and r.language == target.language
+                ]
+            return classes[name]
+
+        def bases(path: str, cls: Symbol) -> list[str]:
+            text = lines.setdefault(path, self._lines(target.repo, target.commit, path))
+            header = text[cls.def_line - 1] if cls.def_line <= len(text) else ""
+            found = _CLASS_BASES.search(header)
+            return [b.strip().split(".")[-1] for b in found.group(1).split(",")] if found else []
+
+        # Up: the farthest ancestor that defines the method is the root of the hierarchy.
+        root, seen, todo = owner, {owner}, [owner]
+        while todo and len(seen) < _MAX_FAMILY:
+            current = todo.pop()
+            for path, cls in class_rows(current):
+                for base in bases(path, cls):
+                    if base and base not in seen and class_rows(base):
+                        seen.add(base)
+                        todo.append(base)
+                        if base in definers:
+                            root = base
+        # Down: every class whose header names the root or one of its descendants.
+        family, todo = {root}, [root]
+        parent: dict[str, str] = {}
+        while todo and len(family) < _MAX_FAMILY:
+            current = todo.pop()
+            for path, spots in index.occurrences(current).items():
+                if grammar_of(path) is None or grammar_of(path) != grammar_of(target.path):
+                    continue
+                on = {line for line, _, role in spots if role != "d"}
+                for cls in index.symbols_in(path):
+                    if (
+                        cls.kind == "class"
+                        and cls.def_line in on
+                        and cls.name not in family
+                        and current in bases(path, cls)
+                    ):
+                        family.add(cls.name)
+                        parent[cls.name] = current
+                        todo.append(cls.name)
+        if len(family & definers) < 2:  # the definition's class and at least one other
+            return frozenset(), frozenset()
+
+        def below_owner(name: str) -> bool:
+            while name in parent and name != owner:
+                name = parent[name]
+            return name == owner
+
+        # `X.name(...)`: X the root declaration, the class itself or a subclass of it (an intermediate base's or a
+        # sibling branch's own implementation is never this one). `self.name`: anywhere in the family but in the
+        # definition's own bases.
+        calls = frozenset({root, owner} | {name for name in family if below_owner(name)})
+        return calls, frozenset(family - (seen - {owner}))
 
     @staticmethod
     def _is_or_extends(target: _Target, path: str, cls: Symbol, owner_class: str, lines: list[str]) -> bool:

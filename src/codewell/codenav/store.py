@@ -26,7 +26,7 @@ from codewell.codenav.languages import grammar_of
 
 __all__ = ["FORMAT", "Indexed", "SymbolRow", "build_index", "open_index"]
 
-FORMAT = 1
+FORMAT = 2
 _SYMLINK = 0o120000
 # Files per task sent to a worker: big enough to amortize pickling, small enough to balance the workers.
 _BATCH_BYTES = 512 * 1024
@@ -36,7 +36,8 @@ _POOL_MIN_BYTES = 4 << 20
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE files (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, language TEXT NOT NULL,
-    queries TEXT NOT NULL, package TEXT NOT NULL, skipped TEXT NOT NULL, size INTEGER NOT NULL);
+    queries TEXT NOT NULL, package TEXT NOT NULL, skipped TEXT NOT NULL, size INTEGER NOT NULL,
+    base TEXT NOT NULL);
 CREATE TABLE symbols (file_id INTEGER NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL, container TEXT NOT NULL,
     line INTEGER, col INTEGER, end_line INTEGER, end_col INTEGER,
     def_line INTEGER, def_col INTEGER, def_end_line INTEGER, def_end_col INTEGER);
@@ -51,6 +52,7 @@ CREATE INDEX symbols_file ON symbols (file_id);
 CREATE INDEX occurrences_name ON occurrences (name, file_id);
 CREATE INDEX imports_file ON imports (file_id);
 CREATE INDEX files_package ON files (package);
+CREATE INDEX files_base ON files (base);
 """
 
 
@@ -210,9 +212,10 @@ def _write(
                     r.package if r else "",
                     r.skipped if r else "",
                     r.size if r else 0,
+                    path.rpartition("/")[2],
                 )
             )
-        db.executemany("INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        db.executemany("INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
         db.executemany(
             "INSERT INTO symbols VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
@@ -293,14 +296,15 @@ class Indexed:
         return row is not None
 
     def paths_like(self, suffixes: Iterable[str]) -> list[str]:
-        """Paths equal to or ending in `/<suffix>` for any of `suffixes`, shortest first."""
+        """Paths equal to or ending in `/<suffix>` for any of `suffixes`, shortest first.
+
+        Looked up by the indexed file name (`base`), then filtered: no scan of the files table.
+        """
         found: set[str] = set()
         for suffix in suffixes:
-            escaped = suffix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-            rows = self.db.execute(
-                "SELECT path FROM files WHERE path = ? OR path LIKE ? ESCAPE '\\'", (suffix, f"%/{escaped}")
-            )
-            found.update(row[0] for row in rows)
+            rows = self.db.execute("SELECT path FROM files WHERE base = ?", (suffix.rpartition("/")[2],))
+            tail = f"/{suffix}"
+            found.update(p for (p,) in rows if p == suffix or p.endswith(tail))
         return sorted(found, key=lambda p: (p.count("/"), len(p), p))
 
     def exists(self, path: str) -> bool:

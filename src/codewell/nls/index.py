@@ -9,18 +9,19 @@ and a whole file when the file is small. Each chunk's tokens come from its field
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import re
 import shutil
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import bm25s
 import numpy as np
 import Stemmer
 
-__all__ = ["Chunk", "NlsIndex", "build", "chunk_file", "load", "terms"]
+__all__ = ["Chunk", "NlsIndex", "SourceFile", "build", "chunk_file", "exists", "load", "terms"]
 
 WINDOW = 40
 # Files up to this many lines are one chunk: splitting them loses more context than it gains precision.
@@ -33,7 +34,8 @@ COMMENT_BOOST = 1
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
-_COMMENT = re.compile(r"(?:#|//|/\*|\*|\"\"\"|''')\s*(.*)")
+# The rest of a line after its first comment mark; over a whole text, one match per line at most.
+_COMMENT = re.compile(r"(?:#|//|/\*|\*|\"\"\"|''')[^\S\n]*(.*)")
 _STEMMER = Stemmer.Stemmer("english")
 
 # English function words plus words every program is full of (keywords, `self`): they carry no meaning here.
@@ -56,7 +58,7 @@ def _stem(words: Iterable[str]) -> list[str]:
     return list(_STEMMER.stemWords(list(words)))
 
 
-@functools.lru_cache(maxsize=1 << 16)
+@functools.lru_cache(maxsize=1 << 18)
 def _identifier_tokens(ident: str) -> tuple[str, ...]:
     # Cached: a code base repeats the same identifiers all over, and splitting + stemming is most of build time.
     words = split_identifier(ident)
@@ -66,10 +68,8 @@ def _identifier_tokens(ident: str) -> tuple[str, ...]:
 
 def terms(text: str) -> list[str]:
     """Index tokens of `text`: stemmed identifier words, and compound identifiers whole (lower-cased)."""
-    out: list[str] = []
-    for ident in _IDENT.findall(text):
-        out.extend(_identifier_tokens(ident))
-    return out
+    # map + chain: the per-identifier loop runs in C (the cache lookup is C too); this is the build's hot path.
+    return list(itertools.chain.from_iterable(map(_identifier_tokens, _IDENT.findall(text))))
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +118,7 @@ def chunk_file(path: str, lines: list[str], spans: list[tuple[int, int, str]]) -
 def chunk_tokens(chunk: Chunk, lines: list[str]) -> list[str]:
     body = lines[chunk.start - 1 : chunk.end]
     text = "\n".join(body)
-    comments = " ".join(m.group(1) for line in body if (m := _COMMENT.search(line)))
+    comments = " ".join(_COMMENT.findall(text))
     tokens = terms(text)
     tokens += terms(comments) * COMMENT_BOOST
     tokens += terms(chunk.path) * PATH_BOOST
@@ -126,47 +126,118 @@ def chunk_tokens(chunk: Chunk, lines: list[str]) -> list[str]:
     return tokens or ["\x00empty"]
 
 
+# Columns of the chunk table (`chunks.npy`, int64, memory-mapped): the file (index into `paths`/`blobs`), the first
+# and last line, and the chunk's byte range in the blob, so a query reads only the bytes of its candidates.
+PATH, START, END, BYTE_START, BYTE_END = range(5)
+FORMAT = 2
+_TABLE = "chunks.npy"
+_FILES = "files.json"
+
+
 class NlsIndex:
     """A loaded index: the BM25 model and the chunk table (read-only, shared between threads)."""
 
-    def __init__(self, model: bm25s.BM25, chunks: list[Chunk]) -> None:
+    def __init__(
+        self,
+        model: bm25s.BM25,
+        table: np.ndarray,
+        paths: list[str],
+        blobs: list[str],
+        symbols: dict[int, tuple[str, ...]],
+    ) -> None:
         self.model = model
-        self.chunks = chunks
+        self.table = table
+        self.paths = paths
+        self.blobs = blobs
+        self.symbols = symbols
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def chunk(self, i: int) -> Chunk:
+        row = self.table[i]
+        return Chunk(self.paths[int(row[PATH])], int(row[START]), int(row[END]), self.symbols.get(i, ()))
 
     def scores(self, query: list[str]) -> np.ndarray:
         known = [t for t in query if t in self.model.vocab_dict]
         if not known:
-            return np.zeros(len(self.chunks), dtype=np.float32)
+            return np.zeros(len(self.table), dtype=np.float32)
         return np.asarray(self.model.get_scores(known), dtype=np.float32)
 
+    def path_mask(self, pattern: re.Pattern[str]) -> np.ndarray:
+        """Per chunk: does its path match `pattern` (each distinct path tested once)."""
+        matching = np.fromiter((bool(pattern.search(p)) for p in self.paths), dtype=bool, count=len(self.paths))
+        mask: np.ndarray = matching[self.table[:, PATH]]
+        return mask
 
-def build(folder: Path, files: Iterable[tuple[str, list[str], list[tuple[int, int, str]]]]) -> int:
-    """Write the index of `files` (path, lines, definition spans) into `folder` atomically; returns chunks."""
-    chunks: list[Chunk] = []
+
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    path: str
+    blob: str  # hex object id
+    data: bytes
+    lines: list[str]  # `data` decoded and split at \n (a final empty line dropped)
+    spans: list[tuple[int, int, str]]  # definitions: (start, end, qualified name)
+
+
+def _line_starts(data: bytes) -> np.ndarray:
+    """Byte offset of the start of every line of `data`, plus len(data) at the end."""
+    newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10) + 1
+    return np.concatenate(([0], newlines[newlines < len(data)], [len(data)]))
+
+
+def build(folder: Path, files: Iterable[SourceFile]) -> int:
+    """Write the index of `files` into `folder` atomically; returns the number of chunks."""
+    paths: list[str] = []
+    blobs: list[str] = []
+    rows: list[tuple[int, int, int, int, int]] = []
+    symbols: list[tuple[int, list[str]]] = []
     corpus: list[list[str]] = []
-    for path, lines, spans in files:
-        for chunk in chunk_file(path, lines, spans):
-            chunks.append(chunk)
-            corpus.append(chunk_tokens(chunk, lines))
+    for f in files:
+        chunks = chunk_file(f.path, f.lines, f.spans)
+        if not chunks:
+            continue
+        file_id = len(paths)
+        paths.append(f.path)
+        blobs.append(f.blob)
+        starts = _line_starts(f.data)
+        for chunk in chunks:
+            if chunk.symbols:
+                symbols.append((len(rows), list(chunk.symbols)))
+            end = int(starts[chunk.end]) if chunk.end < len(starts) else len(f.data)
+            rows.append((file_id, chunk.start, chunk.end, int(starts[chunk.start - 1]), end))
+            corpus.append(chunk_tokens(chunk, f.lines))
     if not corpus:
-        chunks.append(Chunk("", 1, 0, ()))
         corpus.append(["\x00empty"])
+        paths.append("")
+        blobs.append("")
+        rows.append((0, 1, 0, 0, 0))
     model = bm25s.BM25()
     model.index(corpus, show_progress=False)
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     model.save(str(tmp / "bm25"))
-    (tmp / "chunks.json").write_text(json.dumps([asdict(c) for c in chunks]))
+    np.save(tmp / _TABLE, np.asarray(rows, dtype=np.int64).reshape(-1, 5))
+    # Written last: its presence says the index is complete.
+    (tmp / _FILES).write_text(json.dumps({"format": FORMAT, "paths": paths, "blobs": blobs, "symbols": symbols}))
     shutil.rmtree(folder, ignore_errors=True)
     tmp.rename(folder)
-    return len(chunks)
+    return len(rows)
+
+
+def exists(folder: Path) -> bool:
+    return (folder / _FILES).is_file()
 
 
 def load(folder: Path) -> NlsIndex | None:
-    if not (folder / "chunks.json").is_file():
+    """The index in `folder`, or None when it is missing or written in another format."""
+    if not exists(folder):
+        return None
+    raw = json.loads((folder / _FILES).read_text())
+    if raw.get("format") != FORMAT:
         return None
     model = bm25s.BM25.load(str(folder / "bm25"), mmap=True)
-    raw = json.loads((folder / "chunks.json").read_text())
-    chunks = [Chunk(c["path"], c["start"], c["end"], tuple(c["symbols"])) for c in raw]
-    return NlsIndex(model, chunks)
+    table = np.load(folder / _TABLE, mmap_mode="r")
+    symbols = {int(i): tuple(names) for i, names in raw["symbols"]}
+    return NlsIndex(model, table, raw["paths"], raw["blobs"], symbols)

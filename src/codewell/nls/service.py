@@ -26,11 +26,18 @@ from codewell.codenav.service import CodeNavService
 from codewell.core.actors import Actor
 from codewell.core.errors import InvalidInput, NotFound, Unavailable
 from codewell.nls.index import (
+    BYTE_END,
+    BYTE_START,
+    END,
     MAX_FILE_BYTES,
+    PATH,
     QUESTION_WORDS,
+    START,
     STOP_WORDS,
     NlsIndex,
+    SourceFile,
     build,
+    exists,
     load,
     split_identifier,
     terms,
@@ -180,13 +187,13 @@ def _blob_lines(data: bytes) -> list[str] | None:
     return [line.removesuffix("\r") for line in lines]
 
 
-def _walk(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str) -> Iterator[tuple[str, bytes]]:
+def _walk(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str) -> Iterator[tuple[str, str, bytes]]:
     for entry in tree:
         path = f"{prefix}{entry.name}"
         if entry.type_str == "tree":
             yield from _walk(repo, repo[entry.id].peel(pygit2.Tree), path + "/")
         elif entry.type_str == "blob":
-            yield path, repo[entry.id].peel(pygit2.Blob).data
+            yield path, str(entry.id), repo[entry.id].peel(pygit2.Blob).data
 
 
 class NlsService:
@@ -215,7 +222,7 @@ class NlsService:
     def index_revision(self, repo: Repo, commit: str) -> int:
         """Build the chunk index of `commit` unless it exists; returns the number of chunks (0 if it existed)."""
         folder = self.folder(repo, commit)
-        if (folder / "chunks.json").is_file():
+        if exists(folder):
             return 0
         with self._guard:
             if (repo.id, commit) in self._building:
@@ -226,8 +233,8 @@ class NlsService:
             mirror = pygit2.Repository(str(repo.mirror_path))
             tree = mirror[commit].peel(pygit2.Tree)
 
-            def files() -> Iterator[tuple[str, list[str], list[tuple[int, int, str]]]]:
-                for path, data in _walk(mirror, tree, ""):
+            def files() -> Iterator[SourceFile]:
+                for path, blob, data in _walk(mirror, tree, ""):
                     lines = _blob_lines(data)
                     if lines is None:
                         continue
@@ -236,7 +243,7 @@ class NlsService:
                         for s in symbols.symbols_in(path)
                         if s.kind in _DEFINITION_KINDS
                     ]
-                    yield path, lines, spans
+                    yield SourceFile(path, blob, data, lines, spans)
 
             try:
                 count = build(folder, files())
@@ -338,36 +345,45 @@ class NlsService:
     def _rank(self, repo: Repo, commit: str, index: NlsIndex, q: _Question) -> list[NlsHit]:
         scores = index.scores(q.tokens)
         if q.file is not None:
-            keep = np.array([bool(q.file.search(c.path)) for c in index.chunks], dtype=bool)
-            scores = np.where(keep, scores, 0.0)
-        order = np.argsort(-scores)[:_CANDIDATES]
+            scores = np.where(index.path_mask(q.file), scores, 0.0)
+        # The top candidates only (argpartition, then a sort of those): a full sort of every chunk's score costs
+        # more than the rest of the question on a big revision.
+        top = min(_CANDIDATES, len(scores))
+        if top == 0:
+            return []
+        picked = np.argpartition(-scores, top - 1)[:top] if top < len(scores) else np.arange(len(scores))
+        order = picked[np.argsort(-scores[picked], kind="stable")]
         mirror = pygit2.Repository(str(repo.mirror_path))
-        tree = mirror[commit].peel(pygit2.Tree)
-        files: dict[str, list[str]] = {}
+        blobs: dict[int, bytes] = {}
         stems = set(terms(" ".join(q.words)))
         phrase = " ".join(w.lower() for w in q.words if not _is_identifier(w))
+        identifiers = [ident.lower() for ident in q.identifiers]
         out: list[NlsHit] = []
         for i in order:
             base = float(scores[i])
             if base <= 0:
                 break
-            chunk = index.chunks[int(i)]
-            if chunk.path not in files:
-                blob = tree[chunk.path]
-                files[chunk.path] = _blob_lines(mirror[blob.id].peel(pygit2.Blob).data) or []
-            lines = files[chunk.path][chunk.start - 1 : chunk.end]
-            text = "\n".join(lines).lower()
+            row = index.table[int(i)].tolist()
+            file_id = row[PATH]
+            if file_id not in blobs:
+                # Only the candidates' blobs are read (straight from the object database, by id), and of each
+                # only the chunk's bytes are decoded.
+                blobs[file_id] = mirror.odb.read(pygit2.Oid(hex=index.blobs[file_id]))[1]
+            start, end = row[START], row[END]
+            raw = blobs[file_id][row[BYTE_START] : row[BYTE_END]]
+            lines = [line.removesuffix("\r") for line in raw.decode("utf-8", "replace").split("\n")]
+            lines = lines[: end - start + 1]
+            text = "\n".join(lines).lower() if identifiers or phrase else ""
+            path, symbols = index.paths[file_id], index.symbols.get(int(i), ())
             boost = 1.0
-            boost += 0.5 * sum(1 for ident in q.identifiers if ident.lower() in text)
+            boost += 0.5 * sum(1 for ident in identifiers if ident in text)
             if len(phrase.split()) > 1 and phrase in text:
                 boost += 0.3
-            symbol_stems = set(terms(" ".join(chunk.symbols)))
+            symbol_stems = set(terms(" ".join(symbols)))
             if symbol_stems:
                 boost += 0.6 * len(stems & symbol_stems) / max(1, len(stems))
-            boost += 0.2 * len(stems & set(terms(chunk.path))) / max(1, len(stems))
-            out.append(
-                NlsHit(repo.name, chunk.path, commit, chunk.start, chunk.end, base * boost, lines, chunk.symbols)
-            )
+            boost += 0.2 * len(stems & set(terms(path))) / max(1, len(stems))
+            out.append(NlsHit(repo.name, path, commit, start, end, base * boost, lines, symbols))
         return out
 
     def _keyword(self, actor: Actor, repo: Repo, revision: str, q: _Question, notes: list[str]) -> list[NlsHit]:

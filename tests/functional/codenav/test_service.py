@@ -240,3 +240,91 @@ def test_python_builtin_member_names_count_only_through_self(runtime: Runtime, t
     found = runtime.get(CodeNavService).find_references(INTERNAL, "acme/store", "store.py", "Store.items")
     # `d.items()` is most likely a dict's; only the class's own `self.items()` is certain.
     assert [(f.path, [line for line, _, _ in f.lines]) for f in found.files] == [("store.py", [6])]
+
+
+def test_c_include_resolved_by_file_name(runtime: Runtime, tmp_path: Path) -> None:
+    # `#include <linux/slab_def.h>` ends the path of the header that defines the name; a header whose name
+    # merely ends the same way (`xslab_def.h`), or the same name under another folder, is not what is included.
+    files = {
+        "include/linux/slab_def.h": "struct kmem_cache { int size; };\nstatic inline void kfree(void *p) { }\n",
+        "include/linux/xslab_def.h": "static inline void kfree(void *p) { }\n",
+        "tools/slab_def.h": "static inline void kfree(void *p) { }\n",
+        "mm/use.c": "#include <linux/slab_def.h>\n\nint run(void *p) {\n  kfree(p);\n  return 0;\n}\n",
+    }
+    register_local_repo(runtime, make_repo(tmp_path / "kernel", files), "acme/kernel")
+    nav = runtime.get(CodeNavService)
+    found = nav.go_to_definition(INTERNAL, "acme/kernel", "mm/use.c", "kfree")
+    assert [(d.path, d.line, d.reason) for d in found.candidates] == [("include/linux/slab_def.h", 2, "via #include")]
+
+
+def test_python_override_hierarchy_and_class_body_names(runtime: Runtime, tmp_path: Path) -> None:
+    files = {
+        "log/base.py": (
+            "class Handler:\n"  # 1
+            "    def close(self):\n"
+            "        pass\n"
+            "\n"
+            "    def get_name(self):\n"  # 5
+            "        return 1\n"
+            "\n"
+            "    name = property(get_name)\n"
+            "\n"
+            "\n"  # 10
+            "class Other:\n"
+            "    def close(self):\n"
+            "        pass\n"
+            "\n"
+            "    def run(self):\n"  # 15
+            "        self.close()\n"
+        ),
+        "log/handlers.py": (
+            "import log.base\n"  # 1
+            "\n"
+            "\n"
+            "class Socket(log.base.Handler):\n"
+            "    def close(self):\n"  # 5
+            "        log.base.Handler.close(self)\n"
+            "\n"
+            "\n"
+            "class Memory(log.base.Handler):\n"
+            "    def flush(self):\n"  # 10
+            "        self.close()\n"
+        ),
+    }
+    register_local_repo(runtime, make_repo(tmp_path / "log", files), "acme/log")
+    nav = runtime.get(CodeNavService)
+
+    def refs(path: str, symbol: str) -> list[tuple[str, int]]:
+        found = nav.find_references(INTERNAL, "acme/log", path, symbol, limit=100)
+        return [(f.path, line) for f in found.files for line, _, _ in f.lines]
+
+    # Socket.close overrides Handler.close: the base call inside it and `self.close()` in a sibling subclass
+    # (which may dispatch to it) count; Other's own `self.close()` does not.
+    assert refs("log/handlers.py", "Socket.close") == [("log/handlers.py", 6), ("log/handlers.py", 11)]
+    assert refs("log/base.py", "Other.close") == [("log/base.py", 16)]
+    # A method named bare in its own class body (`property(get_name)`).
+    assert refs("log/base.py", "Handler.get_name") == [("log/base.py", 8)]
+
+
+def test_qualified_name_matches_its_class_not_a_longer_name(runtime: Runtime, tmp_path: Path) -> None:
+    # `Filter.filter` is the method of Filter, not the parameter `filter` of `Filterer.addFilter` (whose container
+    # merely ends in "Filter"): the parameter's uses are not its references.
+    files = {
+        "filters.py": (
+            "class Filter:\n"
+            "    def filter(self, record):\n"
+            "        return True\n"
+            "\n"
+            "\n"
+            "class Filterer:\n"
+            "    def addFilter(self, filter):\n"
+            "        self.filters = [filter]\n"
+            "\n"
+            "    def check(self, record):\n"
+            "        return Filter.filter(self, record)\n"
+        ),
+    }
+    register_local_repo(runtime, make_repo(tmp_path / "filters", files), "acme/filters")
+    found = runtime.get(CodeNavService).find_references(INTERNAL, "acme/filters", "filters.py", "Filter.filter")
+    assert found.definition.line == 2
+    assert [(f.path, [line for line, _, _ in f.lines]) for f in found.files] == [("filters.py", [11])]

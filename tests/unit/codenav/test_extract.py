@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from codewell.codenav import extract as extract_module
 from codewell.codenav.extract import MAX_LINE_CHARS, extract
 from codewell.codenav.imports import Import
 from tests.unit.codenav.fixtures import SOURCES
@@ -256,3 +257,16 @@ def test_names_in_c_macro_bodies_are_references() -> None:
     assert {("check_exp", 1, 19, "r"), ("ttistable", 1, 29, "r"), ("gc", 1, 57, "m")} <= found
     assert {("log_it", 2, 16, "r"), ("len", 3, 8, "m"), ("hvalue", 1, 9, "d"), ("hvalue", 4, 22, "r")} <= found
     assert not {name for name, *_ in found} & {"not_this", "not_that"}
+
+
+def test_parse_cut_off_at_the_deadline_is_skipped_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A big file (parsed through the callback) whose parse outlives the deadline: tree-sitter cancels it, and the
+    # file is reported as skipped instead of failing the whole revision's extraction.
+    source = "".join(f"int f{i}(int x) {{ return x + {i}; }}\n" for i in range(20000)).encode()
+    assert len(source) > 256 * 1024
+    monkeypatch.setattr(extract_module, "PARSE_SECONDS", -1.0)
+    found = extract("big.c", source)
+    assert found.skipped == "parsing took over -1 s"
+    assert not found.symbols
+    monkeypatch.setattr(extract_module, "PARSE_SECONDS", 60.0)
+    assert len(extract("big.c", source).symbols) == 20000
