@@ -11,7 +11,8 @@ The "browser" signed in at the host is `host.signed_in` (a login); its authoriza
 Repositories (`host.add_repo`) are served for code host connections: GitHub REST v3 (`/api/v3/orgs/{org}/repos`,
 `/user/repos`, `/repos/{owner}/{name}[/collaborators]`, with `ETag`/`If-None-Match` and 304s), GitLab API v4
 (`/groups/{path}/projects`, `/projects?min_access_level=`, `/projects/{id}[/members/all]`), and their git
-contents over smart HTTP through `git http-backend` at `/git/<path>.git` (basic auth: password = a token).
+contents over smart HTTP through `git http-backend` at `/git/<path>.git` (basic auth: password = a token) and,
+as Gerrit serves them, at `/a/<project>` (basic auth with the user's HTTP password; unreadable projects 404).
 `host.down` answers 503, `host.rate_limited` rate-limits that many API calls (GitHub: 403 with
 `X-RateLimit-Remaining: 0`, GitLab: 429 with `Retry-After`), `host.restricted_orgs` refuses OAuth tokens
 (not personal tokens, `host.pat(login)`) for those organizations as GitHub's OAuth App access restrictions
@@ -500,12 +501,39 @@ class FakeCodeHost:
         repo = self.repos.get(repo_path)
         if repo is None or repo.git_dir is None:
             return PlainTextResponse("not found", status_code=404)
+        return await self._http_backend(request, repo.git_dir, rest)
+
+    async def gerrit_git(self, request: Request) -> Response:
+        """Gerrit's authenticated clones at `/a/<project>` (no `.git`): basic auth with the user's HTTP password
+        (or a token); only projects the user may read, others answer 404 as Gerrit does."""
+        self.git_requests.append(request.headers.get("authorization", ""))
+        if self.down:
+            return PlainTextResponse("unavailable", status_code=503)
+        user = self._user(request)
+        if user is None:
+            return PlainTextResponse(
+                "Unauthorized", status_code=401, headers={"WWW-Authenticate": 'Basic realm="Gerrit"'}
+            )
+        path = request.path_params["path"]
+        for suffix in ("/info/refs", "/git-upload-pack", "/HEAD"):
+            if path.endswith(suffix):
+                name, rest = path[: -len(suffix)], suffix[1:]
+                break
+        else:
+            return PlainTextResponse("Not Found", status_code=404)
+        repo = self.repos.get(name)
+        if repo is None or repo.git_dir is None or not self._sees(user, repo):
+            return PlainTextResponse("Not Found", status_code=404)
+        return await self._http_backend(request, repo.git_dir, rest)
+
+    async def _http_backend(self, request: Request, git_dir: Path, rest: str) -> Response:
+        """Run `git http-backend` (CGI) for `rest` (info/refs, git-upload-pack, ...) of the bare repository."""
         body = await request.body()
         env = {
             **os.environ,
-            "GIT_PROJECT_ROOT": str(repo.git_dir.parent),
+            "GIT_PROJECT_ROOT": str(git_dir.parent),
             "GIT_HTTP_EXPORT_ALL": "1",
-            "PATH_INFO": f"/{repo.git_dir.name}/{rest}",
+            "PATH_INFO": f"/{git_dir.name}/{rest}",
             "REQUEST_METHOD": request.method,
             "QUERY_STRING": request.url.query,
             "CONTENT_TYPE": request.headers.get("content-type", ""),
@@ -684,5 +712,7 @@ class FakeCodeHost:
                 Route("/plugins/servlet/applinks/whoami", api(self.bbs_whoami)),
                 Route("/rest/api/1.0/users/{slug}", api(self.bbs_user)),
                 Route("/a/accounts/self", self.gerrit_self),
+                # Last: every other `/a/...` path is a clone of a project (`/a/<project>/info/refs`, ...).
+                Route("/a/{path:path}", self.gerrit_git, methods=["GET", "POST"]),
             ]
         )

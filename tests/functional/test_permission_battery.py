@@ -318,6 +318,10 @@ ROWS: list[Row] = [
     Row("POST", "/.api/codehosts/repos/{name}/sync", "401 403 403 403 404", fixed(name="acme/app")),
     Row("GET", "/.api/codehosts/users/{user_id}", "401 ok 403 403 ok", alice_id),
     Row("POST", "/.api/codehosts/users/{user_id}/sync", "401 ok 403 403 ok", alice_id),
+    Row("GET", "/site-admin/code-hosts", ADMIN),
+    Row("POST", "/site-admin/code-hosts/{connection_id}/sync", "401 403 403 403 404", fixed(connection_id="nope")),
+    Row("GET", "/settings/code-hosts", SIGNED_IN),
+    Row("POST", "/settings/code-hosts/sync", SIGNED_IN),
     Row("GET", "/site-admin/license", ADMIN),
     # -- repositories -------------------------------------------------------------------------------------
     Row("GET", "/.api/repos", SIGNED_IN),
@@ -429,6 +433,25 @@ ROWS: list[Row] = [
     Row("GET", "/{repo:repo}/-/blob/{path:path}", "401 404 404 403 ok", fixed(repo="acme/secret", path="s.txt")),
     Row("GET", "/{repo:repo}/-/raw/{path:path}", SIGNED_IN, fixed(repo="acme/app", path="app/util.py")),
     Row("GET", "/{repo:repo}/-/raw/{path:path}", "401 404 404 403 ok", fixed(repo="acme/secret", path="s.txt")),
+    # code navigation pages (#19): acme/secret's s.txt defines nothing, so even its admin gets "no definition" 404
+    # there (tests/functional/web/test_code_navigation.py covers the owner's 200/303 on a private repository).
+    Row("GET", "/{repo:repo}/-/definition", SIGNED_IN, fixed(repo="acme/app"), query="path=app/main.py&symbol=helper"),
+    Row(
+        "GET",
+        "/{repo:repo}/-/definition",
+        "401 404 404 403 404",
+        fixed(repo="acme/secret"),
+        query="path=s.txt&symbol=s",
+    ),
+    Row("GET", "/{repo:repo}/-/references", SIGNED_IN, fixed(repo="acme/app"), query="path=app/util.py&symbol=helper"),
+    Row(
+        "GET",
+        "/{repo:repo}/-/references",
+        "401 404 404 403 404",
+        fixed(repo="acme/secret"),
+        query="path=s.txt&symbol=s",
+    ),
+    Row("GET", "/search", SIGNED_IN, query="q=where+is+helper+defined&mode=nls"),
     Row("GET", "/.static/{name}", PUBLIC, fixed(name="codewell.css")),
     Row("GET", "/search/suggest", SIGNED_IN, query="q=repo:acme"),
     Row("GET", "/repositories", SIGNED_IN),

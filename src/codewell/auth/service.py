@@ -149,6 +149,9 @@ class AuthService:
         self._anonymous_paths: list[str] = list(DEFAULT_ANONYMOUS_PATHS)
         self._challenges: list[Challenger] = []
         self._provider_gates: list[ProviderGate] = []
+        # Called with (user ID, the removed identity) after a linked account is disconnected (code hosts drop the
+        # repository permissions it granted at once).
+        self._unlink_listeners: list[Callable[[int, LinkedIdentity], None]] = []
         # Scope → path prefixes a credential holding that scope (but not user:all) may call.
         self._scope_paths: dict[str, list[str]] = {"mcp": ["/.api/mcp"]}
 
@@ -245,6 +248,12 @@ class AuthService:
         identities = self.runtime.get(IdentityService)
         if listener not in identities.listeners:
             identities.listeners.append(listener)
+
+    def add_unlink_listener(self, listener: Callable[[int, LinkedIdentity], None]) -> None:
+        """Call `listener(user_id, identity)` after a linked account is disconnected (failures are logged; the
+        disconnect stands)."""
+        if listener not in self._unlink_listeners:
+            self._unlink_listeners.append(listener)
 
     def linked_identities(self, actor: Actor, kind: str, service_id: str, user_id: int | None = None) -> list[Identity]:
         """Identities linked at the provider `kind` at `service_id` (a code host URL), of one user when given."""
@@ -382,6 +391,11 @@ class AuthService:
             user_agent=client.user_agent,
             details={"provider": removed.kind, "service": removed.service_id, "accountID": removed.account_id},
         )
+        for listener in list(self._unlink_listeners):
+            try:
+                listener(actor.user_id, removed)
+            except Exception:
+                log.exception("unlink listener failed", extra={"user_id": actor.user_id})
         return removed
 
     def _other_sign_in(self, user_id: int, identities: list[LinkedIdentity], without: int) -> bool:

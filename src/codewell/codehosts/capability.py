@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from codewell.capability import Capability
-from codewell.codehosts import routes
+from codewell.capability import Capability, templates_of
+from codewell.codehosts import pages, routes
 from codewell.codehosts.cli import codehosts
 from codewell.codehosts.setup import setup
 
-CAPABILITY = Capability(name="codehosts", setup=setup, routes=routes.routes, commands=[codehosts])
+CAPABILITY = Capability(
+    name="codehosts",
+    setup=setup,
+    routes=routes.routes,
+    pages=pages.pages,
+    commands=[codehosts],
+    templates=templates_of(__file__),
+)

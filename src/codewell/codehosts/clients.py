@@ -43,6 +43,13 @@ class Discovery:
     repos: list[HostRepo] = field(default_factory=list)
     # Scopes that could not be listed (an org the token may not read): "org acme: ...".
     warnings: list[str] = field(default_factory=list)
+    seen: set[str] = field(default_factory=set, repr=False)
+
+    def add(self, repo: HostRepo) -> None:
+        """Keep `repo` once: the same repository may be listed by two scopes (an org and an explicit entry)."""
+        if repo.external_id not in self.seen:
+            self.seen.add(repo.external_id)
+            self.repos.append(repo)
 
 
 @dataclass
@@ -124,13 +131,10 @@ class GitHubClient(HostClient):
 
     def discover(self) -> Discovery:
         found = Discovery()
-        seen: set[str] = set()
 
         def add(entry: dict[str, Any]) -> None:
-            repo = self.repo_of(entry)
-            if repo.external_id not in seen and self.wanted(repo):
-                seen.add(repo.external_id)
-                found.repos.append(repo)
+            if self.wanted(repo := self.repo_of(entry)):
+                found.add(repo)
 
         for org in self.connection.orgs:
             try:
@@ -194,13 +198,10 @@ class GitLabClient(HostClient):
 
     def discover(self) -> Discovery:
         found = Discovery()
-        seen: set[str] = set()
 
         def add(entry: dict[str, Any]) -> None:
-            repo = self.repo_of(entry)
-            if repo.external_id not in seen and self.wanted(repo):
-                seen.add(repo.external_id)
-                found.repos.append(repo)
+            if self.wanted(repo := self.repo_of(entry)):
+                found.add(repo)
 
         for group in self.connection.groups:
             params = {"per_page": PER_PAGE, "include_subgroups": "true"}
@@ -267,14 +268,12 @@ class BitbucketCloudClient(HostClient):
 
     def discover(self) -> Discovery:
         found = Discovery()
-        seen: set[str] = set()
         for workspace in self.connection.workspaces:
             try:
                 for entry in self.http.items(f"repositories/{quote(workspace)}", {"pagelen": 100}):
                     repo = self.repo_of(entry)
-                    if repo.external_id not in seen and self.wanted(repo):
-                        seen.add(repo.external_id)
-                        found.repos.append(repo)
+                    if self.wanted(repo):
+                        found.add(repo)
             except (Forbidden, Missing) as exc:
                 found.warnings.append(f"workspace {workspace}: {exc.message}")
         for path in self.connection.repos:
@@ -283,9 +282,8 @@ class BitbucketCloudClient(HostClient):
             except (Forbidden, Missing) as exc:
                 found.warnings.append(f"repo {path}: {exc.message}")
                 continue
-            if repo.external_id not in seen and self.wanted(repo):
-                seen.add(repo.external_id)
-                found.repos.append(repo)
+            if self.wanted(repo):
+                found.add(repo)
         return found
 
     def user_repos(self, http: HostHTTP) -> UserRepos:
@@ -329,13 +327,10 @@ class BitbucketServerClient(HostClient):
 
     def discover(self) -> Discovery:
         found = Discovery()
-        seen: set[str] = set()
 
         def add(entry: dict[str, Any]) -> None:
-            repo = self.repo_of(entry)
-            if repo.external_id not in seen and self.wanted(repo):
-                seen.add(repo.external_id)
-                found.repos.append(repo)
+            if self.wanted(repo := self.repo_of(entry)):
+                found.add(repo)
 
         for project in self.connection.projects:
             try:

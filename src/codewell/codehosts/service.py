@@ -35,7 +35,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from codewell.accounts.audit import AuditService
-from codewell.auth.service import AuthService, Identity
+from codewell.auth.service import AuthService, Identity, LinkedIdentity
 from codewell.authz import Action, UserRef, ensure
 from codewell.codehosts.clients import HostClient, HostRepo, client_for
 from codewell.codehosts.http import HostError, HostHTTP, new_session
@@ -74,6 +74,15 @@ class ConnectionStatus:
     warnings: tuple[str, ...] = ()
     perms_synced_at: datetime | None = None
     perms_error: str | None = None
+
+    @property
+    def permissions_off_reason(self) -> str | None:
+        """Why permission sync is off (the connection's config, or the plan), or None when it is on."""
+        if not self.authorization:
+            return "off: authorization is false in the connection config"
+        if not self.permissions_enabled:
+            return f"off: the license plan does not include permission sync ({PERMISSION_SYNC_FEATURE})"
+        return None
 
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -656,6 +665,31 @@ class CodeHostService:
         worker = threading.Thread(target=run, name="codehost-sign-in-sync", daemon=True)
         worker.start()
         worker.join(SIGN_IN_WAIT_SECONDS)
+
+    def identity_unlinked(self, user_id: int, identity: LinkedIdentity) -> None:
+        """Listener of disconnects: what the identity's sync granted goes at once, not at the next sync.
+
+        The user's rows of each matching connection are cleared under the user's sync lock (a sync already running
+        for them finishes first; one starting later no longer finds the identity or its token); when another
+        identity at that host stays linked, the user is synced again with it. Clearing happens whether or not
+        permission sync is on: it only ever narrows.
+        """
+        for connection in self.connections():
+            if connection.kind != identity.kind or connection.url != identity.service_id:
+                continue
+            with self._lock(f"user:{connection.id}:{user_id}"):
+                self.repos.set_user_repos(INTERNAL, user_id, [], source=connection.source)
+            remaining = bool(self.auth.linked_identities(INTERNAL, connection.kind, connection.url, user_id))
+            self._record_users(connection, [_UserOutcome(user_id, linked=remaining, count=0, error=None)])
+            self.audit.record(
+                "codehosts.permissions",
+                "cleared",
+                actor=INTERNAL,
+                reason="linked account disconnected",
+                details={"connection": connection.id, "userID": user_id},
+            )
+            if remaining:
+                self.sync_users_permissions(connection, [user_id])
 
     # -- scheduling -----------------------------------------------------------------------------------------
     def run_due(self, now: datetime | None = None) -> None:

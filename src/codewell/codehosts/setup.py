@@ -17,6 +17,7 @@ TICK_SECONDS = 5.0
 def setup(runtime: Runtime) -> None:
     service = runtime.get(CodeHostService)
     runtime.get(AuthService).add_identity_listener(service.identity_linked)
+    runtime.get(AuthService).add_unlink_listener(service.identity_unlinked)
 
     def config_changed(_config: SiteConfig) -> None:
         service.export_git_credentials()
