@@ -16,7 +16,7 @@ import posixpath
 import re
 import shutil
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
@@ -259,6 +259,16 @@ class CodeNavService:
             end = s.end_column - 1 if s.end_line == s.line else len(line.encode("utf-8"))
             out.append(SymbolMatch(r.path, s.name, s.kind, s.container, s.line, s.column - 1, end, line))
         return out
+
+    def known_names(self, repo: Repo, commit: str, names: Iterable[str]) -> set[str] | None:
+        """Which of `names` are defined somewhere in `commit` (None without an index: pages never wait for one)."""
+        index = open_index(self.index_file(repo, commit))
+        if index is None:
+            return None
+        try:
+            return index.defined_among(names)
+        finally:
+            index.close()
 
     def definitions(self, repo: Repo, commit: str, paths: Sequence[str]) -> DefinitionSpans | None:
         """Byte spans of the names defined in each parsed file of `paths` (SymbolSource for search ranking)."""

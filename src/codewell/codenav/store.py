@@ -336,6 +336,18 @@ class Indexed:
         """Every distinct defined name of the revision."""
         return [name for (name,) in self.db.execute("SELECT DISTINCT name FROM symbols")]
 
+    def defined_among(self, names: Iterable[str]) -> set[str]:
+        """Which of `names` the revision defines (in batches: SQLite bounds the parameters of one statement)."""
+        wanted = list(dict.fromkeys(names))
+        found: set[str] = set()
+        for lo in range(0, len(wanted), 500):
+            batch = wanted[lo : lo + 500]
+            marks = ",".join("?" * len(batch))
+            found.update(
+                n for (n,) in self.db.execute(f"SELECT DISTINCT name FROM symbols WHERE name IN ({marks})", batch)
+            )
+        return found
+
     def outer_symbols_named(self, name: str) -> list[SymbolRow]:
         """The definitions of `name` that are not locals of a function (see _NOT_LOCAL)."""
         sql = (

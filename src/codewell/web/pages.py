@@ -1,8 +1,9 @@
 """The pages people read code with: home, search, a repository, a directory, a file (docs/web.md).
 
-Adapters only: parameters in, one RepoService or SearchService call (which decide what the actor may read),
-rendering out. A repository the actor may not read is the service's NotFound, so its pages answer 404 exactly
-like a missing one. Addresses are those of `codewell.http.urls` (the ones the MCP tools print), built here with
+Adapters only: parameters in, RepoService, SearchService or NlsService calls (which decide what the actor may
+read), rendering out; the file view's identifier links and the definition/references pages are
+web/navigation.py. A repository the actor may not read is the service's NotFound, so its pages answer 404
+exactly like a missing one. Addresses are those of `codewell.http.urls` (the ones the MCP tools print), built here with
 an empty external URL so that links stay on the host the browser used.
 
 The repository routes come last in the app and their `repo` segment never starts with `.` or `-`, so they
@@ -28,15 +29,19 @@ from codewell.http import urls
 from codewell.http.paths import repo_and_revision
 from codewell.http.requests import actor_of, runtime_of
 from codewell.http.templates import render
+from codewell.nls.service import NlsService
 from codewell.repos.service import LIST_REPOS_MAX, FileEntry, RepoService
 from codewell.runtime import Runtime
 from codewell.search.service import LANGUAGES, SearchService
 from codewell.web.highlight import SCOPE, highlight_lines
+from codewell.web.navigation import definition_page, linked_lines, references_page
 
 __all__ = ["routes"]
 
 # Matching lines shown per file on the search page; the rest are counted ("N more matches").
 LINES_PER_FILE = 10
+# Lines of a natural-language search chunk shown on the search page (the rest: "N more lines").
+NLS_LINES = 15
 # Branches and tags offered by the picker of the repository, tree and file pages.
 PICKER_REFS = 100
 SUGGESTIONS = 8
@@ -216,14 +221,48 @@ def _search(runtime: Runtime, actor: Actor, query: str) -> dict[str, Any]:
     return {"results": results, "files": files}
 
 
+def _nls_search(runtime: Runtime, actor: Actor, question: str) -> dict[str, Any]:
+    """nls_search's answer for the page: ranked chunks (file, line range, lines linking to the file view)."""
+    results = runtime.get(NlsService).search(actor, question)
+    chunks = []
+    for hit in results.hits[: results.limit]:
+        base = urls.blob_url("", hit.repo, hit.commit, hit.path)
+        chunks.append(
+            {
+                "hit": hit,
+                "url": f"{base}?L{hit.start}-{hit.end}#L{hit.start}",
+                "repo_url": urls.repo_url("", hit.repo),
+                "lines": [
+                    (n, text[:300], f"{base}?L{n}#L{n}") for n, text in enumerate(hit.lines[:NLS_LINES], hit.start)
+                ],
+                "more": max(0, len(hit.lines) - NLS_LINES),
+            }
+        )
+    return {"nls": results, "chunks": chunks}
+
+
 async def search(request: Request) -> Response:
     actor, runtime = actor_of(request), runtime_of(request)
     query = request.query_params.get("q", "").strip()
-    context: dict[str, Any] = {"query": query, "results": None, "files": [], "error": None, "hint": None}
+    mode = request.query_params.get("mode", "") or request.query_params.get("patternType", "")
+    nls = mode == "nls"
+    context: dict[str, Any] = {
+        "query": query,
+        "mode": "nls" if nls else "keyword",
+        "results": None,
+        "nls": None,
+        "chunks": [],
+        "files": [],
+        "error": None,
+        "hint": None,
+    }
     status = 200
     if query:
         try:
-            context.update(await run_in_threadpool(_search, runtime, actor, query))
+            if nls:
+                context.update(await run_in_threadpool(_nls_search, runtime, actor, query))
+            else:
+                context.update(await run_in_threadpool(_search, runtime, actor, query))
         except CodewellError as exc:
             # Service errors carry messages safe to show (a bad regex, an unknown filter); shown on the page.
             context.update(error=exc.message, hint=exc.hint)
@@ -306,7 +345,11 @@ def _blob_context(runtime: Runtime, actor: Actor, target: Target, lines: tuple[i
     content = service.read_file(actor, target.repo, target.path, revision=target.revision)
     rows = Markup("")
     if not content.binary:
-        rows = code_rows(content.start_line, highlight_lines(content.path, content.lines), lines)
+        highlighted = highlight_lines(content.path, content.lines)
+        if content.start_line == 1:  # a whole file (not the first lines of a cut one): identifiers as links
+            repo = service.get(actor, content.repo)
+            highlighted = linked_lines(runtime, repo, content.commit, content.path, content.lines, highlighted)
+        rows = code_rows(content.start_line, highlighted, lines)
     name, revision = content.repo, content.revision
     return {
         "picker": _picker(service, actor, name, revision, lambda ref: urls.blob_url("", name, ref, content.path)),
@@ -359,6 +402,8 @@ def routes(runtime: Runtime) -> list[BaseRoute]:
         Route("/repositories", repositories, methods=["GET"]),
         Route("/{repo:repo}/-/blob/{path:path}", blob_page, methods=["GET"]),
         Route("/{repo:repo}/-/raw/{path:path}", raw_page, methods=["GET"]),
+        Route("/{repo:repo}/-/definition", definition_page, methods=["GET"]),
+        Route("/{repo:repo}/-/references", references_page, methods=["GET"]),
         Route("/{repo:repo}/-/tree{path:subpath}", tree_page, methods=["GET"]),
         Route("/{repo:repo}", repo_page, methods=["GET"]),
     ]
