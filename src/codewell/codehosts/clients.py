@@ -83,6 +83,11 @@ class HostClient(ABC):
         """`user:token` for git over https (sent as an http.extraHeader, never in a URL)."""
         return f"{self.connection.username or self.git_user}:{self.token}"
 
+    def keep(self, found: Discovery, repo: HostRepo) -> None:
+        """Add `repo` to `found` when the connection wants it (see `wanted`), once."""
+        if self.wanted(repo):
+            found.add(repo)
+
     def wanted(self, repo: HostRepo) -> bool:
         connection = self.connection
         if repo.archived and not connection.archived:
@@ -132,24 +137,20 @@ class GitHubClient(HostClient):
     def discover(self) -> Discovery:
         found = Discovery()
 
-        def add(entry: dict[str, Any]) -> None:
-            if self.wanted(repo := self.repo_of(entry)):
-                found.add(repo)
-
         for org in self.connection.orgs:
             try:
                 for entry in self.http.items(f"orgs/{quote(org)}/repos", {"per_page": PER_PAGE, "type": "all"}):
-                    add(entry)
+                    self.keep(found, self.repo_of(entry))
             except (Forbidden, Missing) as exc:
                 found.warnings.append(f"org {org}: {exc.message}")
         for path in self.connection.repos:
             try:
-                add(self.http.get(f"repos/{path}").body)
+                self.keep(found, self.repo_of(self.http.get(f"repos/{path}").body))
             except (Forbidden, Missing) as exc:
                 found.warnings.append(f"repo {path}: {exc.message}")
         if not self.connection.orgs and not self.connection.repos:
             for entry in self.http.items("user/repos", {"per_page": PER_PAGE}):
-                add(entry)
+                self.keep(found, self.repo_of(entry))
         return found
 
     def user_repos(self, http: HostHTTP) -> UserRepos:
@@ -199,27 +200,23 @@ class GitLabClient(HostClient):
     def discover(self) -> Discovery:
         found = Discovery()
 
-        def add(entry: dict[str, Any]) -> None:
-            if self.wanted(repo := self.repo_of(entry)):
-                found.add(repo)
-
         for group in self.connection.groups:
             params = {"per_page": PER_PAGE, "include_subgroups": "true"}
             if not self.connection.archived:
                 params["archived"] = "false"  # `true` would list only archived projects
             try:
                 for entry in self.http.items(f"groups/{quote(group, safe='')}/projects", params):
-                    add(entry)
+                    self.keep(found, self.repo_of(entry))
             except (Forbidden, Missing) as exc:
                 found.warnings.append(f"group {group}: {exc.message}")
         for path in [*self.connection.projects, *self.connection.repos]:
             try:
-                add(self.http.get(f"projects/{quote(path, safe='')}").body)
+                self.keep(found, self.repo_of(self.http.get(f"projects/{quote(path, safe='')}").body))
             except (Forbidden, Missing) as exc:
                 found.warnings.append(f"project {path}: {exc.message}")
         if not (self.connection.groups or self.connection.projects or self.connection.repos):
             for entry in self.http.items("projects", {"per_page": PER_PAGE, "membership": "true"}):
-                add(entry)
+                self.keep(found, self.repo_of(entry))
         return found
 
     def user_repos(self, http: HostHTTP) -> UserRepos:
@@ -271,9 +268,7 @@ class BitbucketCloudClient(HostClient):
         for workspace in self.connection.workspaces:
             try:
                 for entry in self.http.items(f"repositories/{quote(workspace)}", {"pagelen": 100}):
-                    repo = self.repo_of(entry)
-                    if self.wanted(repo):
-                        found.add(repo)
+                    self.keep(found, self.repo_of(entry))
             except (Forbidden, Missing) as exc:
                 found.warnings.append(f"workspace {workspace}: {exc.message}")
         for path in self.connection.repos:
@@ -282,8 +277,7 @@ class BitbucketCloudClient(HostClient):
             except (Forbidden, Missing) as exc:
                 found.warnings.append(f"repo {path}: {exc.message}")
                 continue
-            if self.wanted(repo):
-                found.add(repo)
+            self.keep(found, repo)
         return found
 
     def user_repos(self, http: HostHTTP) -> UserRepos:
@@ -328,25 +322,21 @@ class BitbucketServerClient(HostClient):
     def discover(self) -> Discovery:
         found = Discovery()
 
-        def add(entry: dict[str, Any]) -> None:
-            if self.wanted(repo := self.repo_of(entry)):
-                found.add(repo)
-
         for project in self.connection.projects:
             try:
                 for entry in self.http.items(f"projects/{quote(project)}/repos", {"limit": 100}):
-                    add(entry)
+                    self.keep(found, self.repo_of(entry))
             except (Forbidden, Missing) as exc:
                 found.warnings.append(f"project {project}: {exc.message}")
         for path in self.connection.repos:
             key, _, slug = path.partition("/")
             try:
-                add(self.http.get(f"projects/{quote(key)}/repos/{quote(slug)}").body)
+                self.keep(found, self.repo_of(self.http.get(f"projects/{quote(key)}/repos/{quote(slug)}").body))
             except (Forbidden, Missing) as exc:
                 found.warnings.append(f"repo {path}: {exc.message}")
         if not (self.connection.projects or self.connection.repos):
             for entry in self.http.items("repos", {"limit": 100}):
-                add(entry)
+                self.keep(found, self.repo_of(entry))
         return found
 
     def user_repos(self, http: HostHTTP) -> UserRepos:
@@ -392,9 +382,7 @@ class GerritClient(HostClient):
         for name, entry in sorted(self._projects(self.http).items()):
             if wanted and name not in wanted:
                 continue
-            repo = self.repo_of(name, entry)
-            if self.wanted(repo):
-                found.repos.append(repo)
+            self.keep(found, self.repo_of(name, entry))
         return found
 
     def user_repos(self, http: HostHTTP) -> UserRepos:
