@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import uvicorn
+from playwright.sync_api import ConsoleMessage, Page
 
 from codewell.app import create_app
 from codewell.runtime import Runtime
@@ -89,3 +90,23 @@ def axe_source() -> str:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(member.read())
     return target.read_text(encoding="utf-8")
+
+
+def watch_console(tab: Page) -> list[str]:
+    """The messages `tab` logs to its console, collected as they come (CSP violations show up there)."""
+    messages: list[str] = []
+
+    def collect(message: ConsoleMessage) -> None:
+        messages.append(message.text)
+
+    tab.on("console", collect)
+    return messages
+
+
+def sign_in(tab: Page, site: str, username: str, password: str) -> None:
+    """Sign in through the sign-in form, as a person does, and wait for the page it leads to."""
+    tab.goto(f"{site}/sign-in")
+    tab.fill("#username", username)
+    tab.fill("#password", password)
+    with tab.expect_navigation():
+        tab.click("button[type=submit]")

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import ConsoleMessage, Frame, sync_playwright
+from playwright.sync_api import Frame, sync_playwright
 
 from codewell.agents.answers import AgentAnswer
 from codewell.agents.jobs import DeepSearchJobs, answer_with_agents
@@ -17,7 +17,7 @@ from codewell.core.actors import INTERNAL, Actor
 from codewell.repos.service import RepoService
 from codewell.runtime import Runtime
 from codewell.search.service import SearchService
-from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, axe_source, serve_app
+from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, axe_source, serve_app, sign_in, watch_console
 from tests.factories import make_user
 from tests.gitfixtures import make_repo, register_local_repo
 
@@ -61,17 +61,8 @@ def test_the_page_turns_into_the_answer_without_a_reload(site: tuple[str, DeepSe
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             tab = browser.new_page()
-            console: list[str] = []
-
-            def collect(message: ConsoleMessage) -> None:
-                console.append(message.text)
-
-            tab.on("console", collect)
-            tab.goto(f"{url}/sign-in")
-            tab.fill("#username", "alice")
-            tab.fill("#password", PASSWORD)
-            with tab.expect_navigation():
-                tab.click("button[type=submit]")
+            console = watch_console(tab)
+            sign_in(tab, url, "alice", PASSWORD)
             tab.goto(f"{url}/deepsearch")
             tab.fill("#question", QUESTION)
             with tab.expect_navigation():

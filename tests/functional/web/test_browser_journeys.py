@@ -10,12 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import ConsoleMessage, Page, sync_playwright
+from playwright.sync_api import Page, sync_playwright
 
 from codewell.core.actors import INTERNAL
 from codewell.runtime import Runtime
 from codewell.search.service import SearchService
-from tests.browser import ARTIFACTS, AXE_VERSION, CHROMIUM, CHROMIUM_ARGS, axe_source, serve_app
+from tests.browser import ARTIFACTS, AXE_VERSION, CHROMIUM, CHROMIUM_ARGS, axe_source, serve_app, sign_in, watch_console
 from tests.factories import make_user
 from tests.gitfixtures import commit, make_repo, register_local_repo
 
@@ -39,17 +39,8 @@ def page(site: str) -> Iterator[tuple[Page, list[str]]]:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             tab = browser.new_page()
-            console: list[str] = []
-
-            def collect(message: ConsoleMessage) -> None:
-                console.append(message.text)
-
-            tab.on("console", collect)
-            tab.goto(f"{site}/sign-in")
-            tab.fill("#username", "root")
-            tab.fill("#password", PASSWORD)
-            with tab.expect_navigation():
-                tab.click("button[type=submit]")
+            console = watch_console(tab)
+            sign_in(tab, site, "root", PASSWORD)
             yield tab, console
         finally:
             browser.close()

@@ -18,7 +18,7 @@ from codewell.core.actors import INTERNAL
 from codewell.repos.service import RepoService
 from codewell.runtime import Runtime
 from codewell.search.service import SearchService
-from tests.browser import ARTIFACTS, AXE_VERSION, CHROMIUM, CHROMIUM_ARGS, axe_source, serve_app
+from tests.browser import ARTIFACTS, AXE_VERSION, CHROMIUM, CHROMIUM_ARGS, axe_source, serve_app, sign_in
 from tests.factories import auth_headers, make_token, make_user
 from tests.gitfixtures import make_repo, register_local_repo
 
@@ -176,11 +176,7 @@ def browser_page(runtime: Runtime, tmp_path: Path) -> Iterator[tuple[str, Page]]
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             tab = browser.new_page()
-            tab.goto(f"{site}/sign-in")
-            tab.fill("#username", "carol")
-            tab.fill("#password", PASSWORD)
-            with tab.expect_navigation():
-                tab.click("button[type=submit]")
+            sign_in(tab, site, "carol", PASSWORD)
             yield site, tab
         finally:
             browser.close()

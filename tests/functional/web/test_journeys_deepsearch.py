@@ -18,7 +18,7 @@ from codewell.agents.render import WITHHELD_NOTICE
 from codewell.core.actors import INTERNAL
 from codewell.repos.service import RepoService
 from codewell.search.service import SearchService
-from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
+from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, sign_in
 from tests.functional.mcp.served import Served, served, tool_specs
 from tests.gitfixtures import make_repo, register_local_repo
 
@@ -71,11 +71,7 @@ def _signed_in(browser: Browser, served: Served, username: str, console: list[st
         console.append(message.text)
 
     tab.on("console", collect)
-    tab.goto(served.url("/sign-in"))
-    tab.fill("#username", username)
-    tab.fill("#password", PASSWORD)
-    with tab.expect_navigation():
-        tab.click("button[type=submit]")
+    sign_in(tab, served.base_url, username, PASSWORD)
     assert "/sign-in" not in tab.url, f"{username} could not sign in"
     return context, tab
 
