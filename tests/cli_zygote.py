@@ -1,10 +1,11 @@
 """The process `tests/cliprocess.py` forks `python -m codewell` processes from (run as a script, never imported).
 
-It imports the libraries the CLI uses once, then reads one request per line on the descriptor named by its first
+It imports the CLI and the libraries it uses once, then reads one request per line on the descriptor named by its first
 argument (JSON: args, env, cwd, stdout and stderr paths), forks, and answers on the second one with the child's
 pid and then its exit status. The child becomes the command: it takes the request's environment, working
-directory and standard streams, then runs the `codewell` module as `-m` does (importing codewell's own modules
-afresh), so the interpreter's own exit handling (exit codes, tracebacks, atexit, thread joins) applies unchanged.
+directory and standard streams, then runs the `codewell` module as `-m` does (its `__main__` afresh, the
+preloaded modules as they are), so the interpreter's own exit handling (exit codes, tracebacks, atexit, thread
+joins) applies unchanged.
 """
 
 from __future__ import annotations
@@ -23,34 +24,13 @@ REQUESTS, ANSWERS = int(sys.argv[1]), int(sys.argv[2])
 sys.path[0] = os.getcwd()
 
 
-def _libraries() -> list[str]:
-    """The modules other than codewell's own that importing the CLI loads, in the order it loads them.
-
-    Found in a throwaway child: codewell's own modules must not be imported here, because module-level objects
-    read the environment when they are made (a rich Console takes COLUMNS) and each command has its own.
-    """
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read)
-        with contextlib.suppress(BaseException):
-            importlib.import_module("codewell.cli.main")
-        loaded = [name for name in sys.modules if name.partition(".")[0] not in {"codewell", "__main__"}]
-        with os.fdopen(write, "w") as out:
-            json.dump(loaded, out)
-        os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as answer:
-        names: list[str] = json.load(answer)
-    os.waitpid(pid, 0)
-    return names
-
-
-# The expensive part of every start (~3 s of ~3.5 s on a slow machine): the libraries, imported once here and
-# shared by every fork. One that fails here is imported again by the child and fails as in a real start.
-for _name in _libraries():
-    with contextlib.suppress(BaseException):
-        importlib.import_module(_name)
+# The expensive part of every start (~3.5 s on a slow machine, far more under load): importing the CLI and every
+# library it loads, done once here and shared by every fork. Safe because no codewell module reads the
+# environment, the working directory or the terminal when it is imported (rich Consoles are made per command,
+# settings are read when a command runs). A failure here is left to the child, which imports what is missing
+# again and fails as a real start does.
+with contextlib.suppress(BaseException):
+    importlib.import_module("codewell.cli.main")
 # Keep the collector off the imported objects: otherwise each child's collections and exit touch every one of
 # them, copying the whole heap page by page (2.1 s instead of 0.7 s per command on a slow machine).
 gc.freeze()

@@ -16,8 +16,6 @@ from codewell.clikit import fail, handle_errors, open_runtime
 from codewell.core.actors import INTERNAL
 from codewell.repos.service import RepoService, SyncOutcome
 
-console = Console()
-
 
 @click.group("repos")
 def repos() -> None:
@@ -32,7 +30,7 @@ def _sync_with_progress(service: RepoService, names: list[str]) -> list[SyncOutc
         BarColumn(),
         TextColumn("{task.fields[phase]}"),
         TimeElapsedColumn(),
-        console=console,
+        console=Console(),
         transient=False,
     ) as progress:
         for name in names:
@@ -125,7 +123,7 @@ def status(ctx: click.Context, name: str | None) -> None:
             *(values.get(repo.name, "-") for values in extra.values()),
             repo.last_error or "",
         )
-    console.print(table)
+    Console().print(table)
     for error in service.source_errors:
         click.echo(f"source error: {error}", err=True)
 

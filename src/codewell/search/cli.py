@@ -18,8 +18,6 @@ from codewell.repos.service import RepoService
 from codewell.search.render import read_cursor, render_results
 from codewell.search.service import SearchService
 
-console = Console()
-
 
 @click.command("index")
 @click.argument("repo", required=False)
@@ -43,7 +41,7 @@ def index(ctx: click.Context, repo: str | None, force: bool, workers: int, show_
         BarColumn(),
         TextColumn("{task.fields[detail]}"),
         TimeElapsedColumn(),
-        console=console,
+        console=Console(),
     ) as progress:
         for target in targets:
             total = target.size_bytes or 0
@@ -95,4 +93,4 @@ def _print_status(service: SearchService, repo: str | None) -> None:
             s.indexed_at.strftime("%Y-%m-%d %H:%M:%S") if s.indexed_at else "-",
             s.error or "",
         )
-    console.print(table)
+    Console().print(table)
