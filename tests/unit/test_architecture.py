@@ -26,7 +26,8 @@ PUBLIC_API: dict[str, frozenset[str]] = {
     "codenav": frozenset({"service"}),
     "codehosts": frozenset({"service"}),
     "evaluator": frozenset({"service"}),
-    "history": frozenset({"service"}),
+    # history.wire maps the MCP tools' argument names to service calls; the agents' toolbox asks the same way.
+    "history": frozenset({"service", "wire"}),
     "licensing": frozenset({"service"}),
     "mcp": frozenset(),
     "nls": frozenset({"service"}),

@@ -22,6 +22,8 @@ from codewell.codenav.service import CodeNavService
 from codewell.core.actors import Actor
 from codewell.core.errors import CodewellError, InvalidInput
 from codewell.history.service import HistoryService
+from codewell.history.wire import commit_search as wire_commit_search
+from codewell.history.wire import diff_search as wire_diff_search
 from codewell.nls.service import NlsService
 from codewell.repos.service import RepoService
 from codewell.search.service import SearchService
@@ -207,18 +209,9 @@ def _find_references(box: Toolbox, args: dict[str, Any]) -> ToolOutput:
 
 
 def _commit_search(box: Toolbox, args: dict[str, Any]) -> ToolOutput:
-    found = box.runtime.get(HistoryService).commit_search(
-        box.actor,
-        args["repos"],
-        message_terms=args.get("message_terms"),
-        authors=args.get("authors"),
-        content_terms=args.get("content_terms"),
-        files=args.get("files"),
-        after=args.get("after"),
-        before=args.get("before"),
-        count=min(int(args.get("count", 10)), 20),
-        timeout=TOOL_TIMEOUT_SECONDS,
-    )
+    # The MCP tool's argument names and wire mapping; only the count cap and the deadline are the agent's own.
+    asked = {**args, "count": min(int(args.get("count", 10)), 20)}
+    found = wire_commit_search(box.runtime.get(HistoryService), box.actor, asked, timeout=TOOL_TIMEOUT_SECONDS)
     lines = []
     for c in found.commits:
         paths = ", ".join(c.paths[:5]) + (" ..." if len(c.paths) > 5 else "")
@@ -228,17 +221,8 @@ def _commit_search(box: Toolbox, args: dict[str, Any]) -> ToolOutput:
 
 
 def _diff_search(box: Toolbox, args: dict[str, Any]) -> ToolOutput:
-    found = box.runtime.get(HistoryService).diff_search(
-        box.actor,
-        args["pattern"],
-        args["repos"],
-        added=args.get("added"),
-        removed=args.get("removed"),
-        after=args.get("after"),
-        before=args.get("before"),
-        count=min(int(args.get("count", 5)), 10),
-        timeout=TOOL_TIMEOUT_SECONDS,
-    )
+    asked = {**args, "count": min(int(args.get("count", 5)), 10)}
+    found = wire_diff_search(box.runtime.get(HistoryService), box.actor, asked, timeout=TOOL_TIMEOUT_SECONDS)
     blocks = []
     for m in found.matches:
         c = m.commit
@@ -315,9 +299,9 @@ TOOLS: tuple[Tool, ...] = (
         _schema(
             {
                 "repos": _REPOS,
-                "message_terms": _TERMS,
+                "messageTerms": _TERMS,
                 "authors": _TERMS,
-                "content_terms": _TERMS,
+                "contentTerms": _TERMS,
                 "files": _TERMS,
                 "after": {"type": "string"},
                 "before": {"type": "string"},

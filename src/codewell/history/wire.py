@@ -1,5 +1,5 @@
 """The wire form of each history query (the MCP tools' and REST routes' argument names) mapped to one service
-call, so that both adapters ask the same question the same way."""
+call, so that every adapter (MCP tools, REST routes, the agents' toolbox) asks the same question the same way."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ from typing import Any
 
 from codewell.core.actors import Actor
 from codewell.history.results import CommitSearchResult, Comparison, ContributorRepo, DiffSearchResult
-from codewell.history.service import HistoryService
+from codewell.history.service import SCAN_TIMEOUT, HistoryService
 
 
-def commit_search(service: HistoryService, actor: Actor, args: dict[str, Any]) -> CommitSearchResult:
+def commit_search(
+    service: HistoryService, actor: Actor, args: dict[str, Any], *, timeout: float = SCAN_TIMEOUT
+) -> CommitSearchResult:
     return service.commit_search(
         actor,
         args.get("repos", []),
@@ -22,10 +24,13 @@ def commit_search(service: HistoryService, actor: Actor, args: dict[str, Any]) -
         before=args.get("before"),
         revisions=args.get("revisions"),
         count=args.get("count"),
+        timeout=timeout,
     )
 
 
-def diff_search(service: HistoryService, actor: Actor, args: dict[str, Any]) -> DiffSearchResult:
+def diff_search(
+    service: HistoryService, actor: Actor, args: dict[str, Any], *, timeout: float = SCAN_TIMEOUT
+) -> DiffSearchResult:
     return service.diff_search(
         actor,
         args.get("pattern", ""),
@@ -37,6 +42,7 @@ def diff_search(service: HistoryService, actor: Actor, args: dict[str, Any]) -> 
         before=args.get("before"),
         revisions=args.get("revisions"),
         count=args.get("count"),
+        timeout=timeout,
     )
 
 

@@ -59,7 +59,7 @@ def test_navigation_tools(box: tuple[Toolbox, str]) -> None:
 
 def test_history_tools(box: tuple[Toolbox, str]) -> None:
     tools, sha = box
-    text, _, error = call(tools, "commit_search", repos=["acme/py"], message_terms=["retry budget"])
+    text, _, error = call(tools, "commit_search", repos=["acme/py"], messageTerms=["retry budget"])
     assert not error, text
     assert text.startswith(f"acme/py@{sha} ")
     assert text.endswith("Add retry budget\n  files: pkg/impl.py")
