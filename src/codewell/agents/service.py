@@ -237,8 +237,9 @@ class AgentService:
     def _visibility(self, actor: Actor) -> Visibility:
         """(names the reader may read, names of every other repository), looked up once per page."""
         repos = self.runtime.get(RepoService)
-        readable = frozenset(r.name for r in repos.readable(actor))
-        return readable, tuple(r.name for r in repos.all_repos(INTERNAL) if r.name not in readable)
+        # The cheap (id, name, ...) rows rather than full records with sync state: this runs per page view.
+        readable = frozenset(r.name for r in repos.readable_refs(actor))
+        return readable, tuple(r.name for r in repos.readable_refs(INTERNAL) if r.name not in readable)
 
     def _withheld(
         self, actor: Actor, conversation: Conversation, visibility: Visibility | None = None
