@@ -9,7 +9,15 @@ and the function is the answer. nls_search: a hit when a result chunk of the rig
 when a result file is the right one with a matching line inside the function (rank = file rank).
 Printed: recall@10 and MRR@10 for both, p50/p95 latency of nls_search at the service API, index build times.
 
-    .venv/bin/python bench/nls_bench.py [--limit 400] [--packages click,jinja2,requests]
+With --dense (site config `search.nls.dense` on; nls/dense.py): the chunks are embedded after the nls build
+(CPU seconds, chunks per CPU second, and what the 1,340,122 chunks of the Linux source would cost), and every
+question is asked twice in one process: BM25 alone (switch off) and hybrid (switch on); also the dense
+ranking alone (cosine order), and the CPU cost of one question's cosines over a Linux-sized vector file
+(measured on a tenth of it, times ten). Run it on one BLAS thread so that "per core" means one core:
+
+    OPENBLAS_NUM_THREADS=1 nice -n 10 .venv/bin/python bench/nls_bench.py --dense
+
+    .venv/bin/python bench/nls_bench.py [--limit 400] [--packages click,jinja2,requests] [--dense]
 """
 
 from __future__ import annotations
@@ -25,14 +33,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+import numpy as np
 
 from codewell.capabilities import wire
 from codewell.core.actors import INTERNAL
 from codewell.core.errors import CodewellError
 from codewell.core.settings import Settings
-from codewell.nls.service import NlsService
-from codewell.repos.service import RepoService, register_local_repo
+from codewell.nls import dense as dense_module
+from codewell.nls.dense import VECTORS
+from codewell.nls.encoder import DIMENSIONS
+from codewell.nls.service import NlsService, parse_question
+from codewell.repos.service import Repo, RepoService, register_local_repo
 from codewell.runtime import Runtime
 from codewell.search.service import SearchService
 
@@ -40,6 +54,7 @@ RESULTS = Path(__file__).parent / ".results"
 SITE = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
 REPO = "bench/nls"
 _SYNTAX = re.compile(r"[\"'()/\\:`*\[\]{}|]")
+LINUX_CHUNKS = 1_340_122
 
 
 def first_sentence(doc: str) -> str:
@@ -86,10 +101,95 @@ def make_corpus(root: Path, packages: list[str]) -> list[tuple[str, str, int, in
     return labels
 
 
+def recall(ranks: list[int | None]) -> float:
+    return sum(r is not None for r in ranks) / len(ranks)
+
+
+def mrr(ranks: list[int | None]) -> float:
+    return sum(1 / r for r in ranks if r is not None) / len(ranks)
+
+
+def content_words(question: str) -> str:
+    return " ".join(parse_question(question).words)
+
+
+def set_dense(runtime: Runtime, on: bool) -> None:
+    runtime.site_config.write(runtime.config.model_copy(update={"search_nls_dense": on}))
+
+
+def measure_dense(
+    runtime: Runtime,
+    nls: NlsService,
+    repo: Repo,
+    commit: str,
+    labels: list[tuple[str, str, int, int]],
+    ask: Callable[[tuple[str, str, int, int], list[float]], int | None],
+    chunk_tokens: int,
+) -> dict[str, object]:
+    """Embed the chunks (timed), then BM25 alone, hybrid and cosine alone over the same questions."""
+    dense_module.CHUNK_TOKENS = chunk_tokens
+    folder = nls.folder(repo, commit)
+    (folder / VECTORS).unlink(missing_ok=True)  # the listener may have embedded them while the switch was on
+    set_dense(runtime, True)
+    nls.dense.encoder()  # loaded outside the timing (~0.5 s, once per process)
+    cpu, wall = time.process_time(), time.perf_counter()
+    chunks = nls.embed_revision(repo, commit)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    index = nls._load(folder)
+    assert index is not None
+    assert chunks == len(index)
+    out: dict[str, object] = {
+        "chunks": chunks,
+        "chunk_tokens": dense_module.CHUNK_TOKENS,
+        "embed_cpu_seconds": round(cpu, 1),
+        "embed_wall_seconds": round(wall, 1),
+        "chunks_per_cpu_second": round(chunks / cpu, 1),
+        "linux_projected_cpu_hours": round(LINUX_CHUNKS * cpu / chunks / 3600, 1),
+        "linux_vectors_mb": round(LINUX_CHUNKS * DIMENSIONS * 2 / 1e6),
+    }
+    for name, on in (("bm25", False), ("hybrid", True)):
+        set_dense(runtime, on)
+        latencies: list[float] = []
+        ranks = [ask(label, latencies) for label in labels]
+        latencies.sort()
+        out[name] = {
+            "recall@10": round(recall(ranks), 3),
+            "mrr@10": round(mrr(ranks), 3),
+            "p50_ms": round(statistics.median(latencies), 2),
+        }
+    # The dense ranking alone (cosine order), embedding the whole question or (as nls_search does) its content
+    # words only.
+    for name, text in (("dense_alone", lambda q: q), ("dense_alone_content_words", content_words)):
+        cosine_ranks: list[int | None] = []
+        for question, path, line, _ in labels:
+            cosines = nls.dense.cosines(folder, index, text(question))
+            assert cosines is not None
+            top = np.argsort(-cosines)[:10]
+            chunks_found = [index.chunk(int(i)) for i in top]
+            cosine_ranks.append(
+                next((r + 1 for r, c in enumerate(chunks_found) if c.path == path and c.start <= line <= c.end), None)
+            )
+        out[name] = {"recall@10": round(recall(cosine_ranks), 3), "mrr@10": round(mrr(cosine_ranks), 3)}
+    # One question's cosine pass over a Linux-sized float16 vector file: a tenth of it, in memory, times ten.
+    tenth = np.random.default_rng(17).standard_normal((LINUX_CHUNKS // 10, DIMENSIONS)).astype(np.float16)
+    query = np.ones(DIMENSIONS, dtype=np.float32)
+    times = []
+    for _ in range(5):
+        t = time.process_time()  # CPU time: the wall time of a memory-bound loop swings with the machine's load
+        for start in range(0, len(tenth), 1 << 16):
+            np.asarray(tenth[start : start + (1 << 16)], dtype=np.float32) @ query
+        times.append((time.process_time() - t) * 1000 * 10)
+    out["linux_cosine_cpu_ms_projected"] = round(statistics.median(times), 1)
+    set_dense(runtime, False)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--limit", type=int, default=400)
     parser.add_argument("--packages", default="click,jinja2,requests")
+    parser.add_argument("--dense", action="store_true", help="also embed the chunks and compare hybrid with BM25")
+    parser.add_argument("--chunk-tokens", type=int, default=dense_module.CHUNK_TOKENS, help="tokens embedded per chunk")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "corpus"
@@ -113,16 +213,21 @@ def main() -> None:
         start = time.perf_counter()
         nls.index_revision(repo, commit)
         nls_seconds = time.perf_counter() - start
-        nls_ranks: list[int | None] = []
-        kw_ranks: list[int | None] = []
-        latencies: list[float] = []
-        for question, path, line, end in labels:
+
+        def ask(label: tuple[str, str, int, int], latencies: list[float]) -> int | None:
+            question, path, line, _ = label
             t = time.perf_counter()
             hits = nls.search(INTERNAL, f"{question} repo:{REPO}").hits[:10]
             latencies.append((time.perf_counter() - t) * 1000)
-            nls_ranks.append(
-                next((i + 1 for i, h in enumerate(hits) if h.path == path and h.start <= line <= h.end), None)
-            )
+            return next((i + 1 for i, h in enumerate(hits) if h.path == path and h.start <= line <= h.end), None)
+
+        dense = measure_dense(runtime, nls, repo, commit, labels, ask, args.chunk_tokens) if args.dense else {}
+        nls_ranks: list[int | None] = []
+        kw_ranks: list[int | None] = []
+        latencies: list[float] = []
+        for label in labels:
+            question, path, line, end = label
+            nls_ranks.append(ask(label, latencies))
             try:
                 files = search.search(INTERNAL, f"repo:^bench/nls$ {_SYNTAX.sub(' ', question)}").files[:10]
             except CodewellError:
@@ -138,12 +243,6 @@ def main() -> None:
                 )
             )
 
-    def recall(ranks: list[int | None]) -> float:
-        return sum(r is not None for r in ranks) / len(ranks)
-
-    def mrr(ranks: list[int | None]) -> float:
-        return sum(1 / r for r in ranks if r is not None) / len(ranks)
-
     latencies.sort()
     results = {
         "questions": len(labels),
@@ -154,6 +253,7 @@ def main() -> None:
         "nls_p95_ms": round(latencies[int(len(latencies) * 0.95) - 1], 2),
         "shard_index_seconds": round(shard_seconds, 2),
         "nls_index_seconds": round(nls_seconds, 2),
+        **({"dense": dense} if dense else {}),
     }
     print(json.dumps(results, indent=2))
     RESULTS.mkdir(exist_ok=True)

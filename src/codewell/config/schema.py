@@ -112,6 +112,8 @@ class SiteConfig(Strict):
     # Language models of the agents (codewell.config.models); none: the retrieval pipeline answers.
     models: ModelsConfig = Field(default_factory=ModelsConfig, alias="models")
     repositories: list[RepoSource] = Field(default_factory=list, alias="repositories")
+    # Dense ranking of nls_search (nls/dense.py): embeds every chunk at index time; off, it costs nothing.
+    search_nls_dense: bool = Field(False, alias="search.nls.dense")
     _providers: list[Provider] = PrivateAttr(default_factory=list)
 
     @field_validator("external_url")

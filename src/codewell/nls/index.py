@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import mmap
 import re
 import shutil
 from collections.abc import Iterable, Iterator
@@ -21,7 +22,20 @@ import bm25s
 import numpy as np
 import Stemmer
 
-__all__ = ["Chunk", "NlsIndex", "SourceFile", "build", "chunk_file", "exists", "load", "terms"]
+from codewell.nls.native import NativeCorpus, available, chunk_bytes
+
+__all__ = [
+    "Chunk",
+    "ChunkTexts",
+    "NlsIndex",
+    "SourceFile",
+    "build",
+    "chunk_file",
+    "exists",
+    "is_current",
+    "load",
+    "terms",
+]
 
 WINDOW = 40
 # Files up to this many lines are one chunk: splitting them loses more context than it gains precision.
@@ -58,6 +72,11 @@ def _stem(words: Iterable[str]) -> list[str]:
     return list(_STEMMER.stemWords(list(words)))
 
 
+def _word_token(word: str) -> str | None:
+    """The token of one lower-cased identifier word; None for a stop word or a single letter (never indexed)."""
+    return None if word in STOP_WORDS or len(word) <= 1 else str(_STEMMER.stemWord(word))
+
+
 @functools.lru_cache(maxsize=1 << 18)
 def _identifier_tokens(ident: str) -> tuple[str, ...]:
     # Cached: a code base repeats the same identifiers all over, and splitting + stemming is most of build time.
@@ -86,7 +105,7 @@ def _windows(start: int, end: int, lines: list[str]) -> Iterator[tuple[int, int]
         stop = min(end, line + WINDOW - 1)
         if end - stop < WINDOW // 4:  # no tiny tail window: fold it into this one
             stop = end
-        if any(lines[i - 1].strip() for i in range(line, stop + 1)):
+        if any(map(str.strip, lines[line - 1 : stop])):  # map: the loop over the window's lines runs in C
             yield line, stop
         line = stop + 1
 
@@ -129,9 +148,74 @@ def chunk_tokens(chunk: Chunk, lines: list[str]) -> list[str]:
 # Columns of the chunk table (`chunks.npy`, int64, memory-mapped): the file (index into `paths`/`blobs`), the first
 # and last line, and the chunk's byte range in the blob, so a query reads only the bytes of its candidates.
 PATH, START, END, BYTE_START, BYTE_END = range(5)
-FORMAT = 2
+# 3: every indexed file's bytes stored (`texts.bin` + `texts.npy`), so a query reads no blob: the boosts match the
+# candidates' text, the answer shows the hits' lines. An index of format 2 is still read (its queries read the
+# candidates' blobs, as before) and is rebuilt at the next indexing.
+FORMAT = 3
+_READABLE_FORMATS = frozenset({2, FORMAT})
 _TABLE = "chunks.npy"
 _FILES = "files.json"
+_TEXTS = "texts.bin"
+_TEXT_STARTS = "texts.npy"
+
+
+def decode_lines(raw: bytes, count: int) -> list[str]:
+    """The first `count` lines of a chunk's bytes, decoded (invalid UTF-8 replaced), without their CR."""
+    return [line.removesuffix("\r") for line in raw.decode("utf-8", "replace").split("\n")][:count]
+
+
+class ChunkTexts:
+    """The text of every chunk, read from the index instead of the blob.
+
+    Written by the build beside the chunk table: every indexed file's bytes end to end (`texts.bin`,
+    memory-mapped when loaded) and where each file starts (`texts.npy`, one more than files); a chunk's bytes are
+    its file's start plus the chunk's byte range in the chunk table. `texts[i]` is chunk i's lower-cased text
+    (its lines joined by newlines, UTF-8).
+    """
+
+    def __init__(self, data: mmap.mmap | bytes, starts: np.ndarray, table: np.ndarray) -> None:
+        self._data = data
+        self.starts = starts
+        self._table = table
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def raw(self, file_id: int, byte_start: int, byte_end: int) -> bytes:
+        """The bytes `byte_start:byte_end` of file `file_id` (a chunk's range from the chunk table)."""
+        base = int(self.starts[file_id])
+        return self._data[base + byte_start : base + byte_end]
+
+    def lines(self, chunk: int) -> list[str]:
+        file_id, start, end, byte_start, byte_end = self._table[chunk].tolist()
+        return decode_lines(self.raw(file_id, byte_start, byte_end), end - start + 1)
+
+    def __getitem__(self, chunk: int) -> bytes:
+        return "\n".join(self.lines(chunk)).lower().encode()
+
+    class Writer:
+        """Streams the files' bytes to the index folder as the build goes (the build never holds them all)."""
+
+        def __init__(self, folder: Path) -> None:
+            self._out = (folder / _TEXTS).open("wb")
+            self._folder = folder
+            self._starts: list[int] = [0]
+
+        def add(self, data: bytes) -> None:
+            self._out.write(data)
+            self._starts.append(self._starts[-1] + len(data))
+
+        def close(self) -> None:
+            self._out.close()
+            np.save(self._folder / _TEXT_STARTS, np.asarray(self._starts, dtype=np.int64))
+
+    @classmethod
+    def open(cls, folder: Path, table: np.ndarray) -> ChunkTexts:
+        starts = np.load(folder / _TEXT_STARTS)
+        with (folder / _TEXTS).open("rb") as f:
+            # mmap cannot map an empty file (an index of empty files only).
+            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if starts[-1] else b""
+        return cls(data, starts, table)
 
 
 class NlsIndex:
@@ -144,19 +228,43 @@ class NlsIndex:
         paths: list[str],
         blobs: list[str],
         symbols: dict[int, tuple[str, ...]],
+        texts: ChunkTexts | None = None,
     ) -> None:
         self.model = model
         self.table = table
         self.paths = paths
         self.blobs = blobs
         self.symbols = symbols
+        # None for an index of format 2 (read compatibly: queries then read the candidates' blobs).
+        self.texts = texts
+        self._path_terms: dict[int, frozenset[str]] = {}
+        self._symbol_terms: dict[int, frozenset[str]] = {}
 
     def __len__(self) -> int:
         return len(self.table)
 
+    @property
+    def lower(self) -> ChunkTexts | None:
+        """The chunks' lower-cased texts (`lower[i]`), when the index stores the texts (format 3)."""
+        return self.texts
+
     def chunk(self, i: int) -> Chunk:
         row = self.table[i]
         return Chunk(self.paths[int(row[PATH])], int(row[START]), int(row[END]), self.symbols.get(i, ()))
+
+    def path_terms(self, file_id: int) -> frozenset[str]:
+        """The index tokens of a file's path (computed once per file: every chunk of the file shares them)."""
+        found = self._path_terms.get(file_id)
+        if found is None:
+            found = self._path_terms[file_id] = frozenset(terms(self.paths[file_id]))
+        return found
+
+    def symbol_terms(self, chunk: int) -> frozenset[str]:
+        """The index tokens of a chunk's symbol names (computed once per chunk asked for)."""
+        found = self._symbol_terms.get(chunk)
+        if found is None:
+            found = self._symbol_terms[chunk] = frozenset(terms(" ".join(self.symbols.get(chunk, ()))))
+        return found
 
     def scores(self, query: list[str]) -> np.ndarray:
         known = [t for t in query if t in self.model.vocab_dict]
@@ -186,13 +294,28 @@ def _line_starts(data: bytes) -> np.ndarray:
     return np.concatenate(([0], newlines[newlines < len(data)], [len(data)]))
 
 
+def _chunk_bytes(data: bytes, lines: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Each chunk's (first line, last line) as the byte range of those lines in `data`, last newline included."""
+    starts = _line_starts(data).tolist()
+    return [(starts[first - 1], starts[last] if last < len(starts) else len(data)) for first, last in lines]
+
+
 def build(folder: Path, files: Iterable[SourceFile]) -> int:
     """Write the index of `files` into `folder` atomically; returns the number of chunks."""
     paths: list[str] = []
     blobs: list[str] = []
     rows: list[tuple[int, int, int, int, int]] = []
-    symbols: list[tuple[int, list[str]]] = []
+    # Tuples, not lists: tuples of strings leave the garbage collector's care, and thousands of lists kept to
+    # the end made each full collection of the build slower (json writes both alike).
+    symbols: list[tuple[int, tuple[str, ...]]] = []
     corpus: list[list[str]] = []
+    tmp = folder.with_name(folder.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    texts = ChunkTexts.Writer(tmp)
+    # The C counter when built (nls/native.py): the same model as chunk_tokens + bm25s, ~10x cheaper.
+    native = NativeCorpus(_word_token, "\x00empty") if available() else None
+    weights = (COMMENT_BOOST, PATH_BOOST, SYMBOL_BOOST)
     for f in files:
         chunks = chunk_file(f.path, f.lines, f.spans)
         if not chunks:
@@ -200,23 +323,31 @@ def build(folder: Path, files: Iterable[SourceFile]) -> int:
         file_id = len(paths)
         paths.append(f.path)
         blobs.append(f.blob)
-        starts = _line_starts(f.data)
-        for chunk in chunks:
+        texts.add(f.data)
+        lines = [(chunk.start, chunk.end) for chunk in chunks]
+        ranges = chunk_bytes(f.data, lines) if native is not None else _chunk_bytes(f.data, lines)
+        for chunk, (byte_start, byte_end) in zip(chunks, ranges, strict=True):
             if chunk.symbols:
-                symbols.append((len(rows), list(chunk.symbols)))
-            end = int(starts[chunk.end]) if chunk.end < len(starts) else len(f.data)
-            rows.append((file_id, chunk.start, chunk.end, int(starts[chunk.start - 1]), end))
-            corpus.append(chunk_tokens(chunk, f.lines))
-    if not corpus:
+                symbols.append((len(rows), chunk.symbols))
+            rows.append((file_id, chunk.start, chunk.end, byte_start, byte_end))
+            if native is None:
+                corpus.append(chunk_tokens(chunk, f.lines))
+        if native is not None:
+            native.add_file(f.data, ranges, f.path, [" ".join(c.symbols) for c in chunks], weights)
+    if not rows:
         corpus.append(["\x00empty"])
         paths.append("")
         blobs.append("")
         rows.append((0, 1, 0, 0, 0))
-    model = bm25s.BM25()
-    model.index(corpus, show_progress=False)
-    tmp = folder.with_name(folder.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+        if native is not None:
+            native.add_file(b"", [(0, 0)], "", [""], weights)
+        texts.add(b"")
+    texts.close()
+    if native is not None:
+        model = native.model()
+    else:
+        model = bm25s.BM25()
+        model.index(corpus, show_progress=False)
     model.save(str(tmp / "bm25"))
     np.save(tmp / _TABLE, np.asarray(rows, dtype=np.int64).reshape(-1, 5))
     # Written last: its presence says the index is complete.
@@ -230,14 +361,24 @@ def exists(folder: Path) -> bool:
     return (folder / _FILES).is_file()
 
 
+def _format(folder: Path) -> object:
+    return json.loads((folder / _FILES).read_text()).get("format")
+
+
+def is_current(folder: Path) -> bool:
+    """Is there a complete index in `folder` written in this format (an older one is rebuilt by the indexer)."""
+    return exists(folder) and _format(folder) == FORMAT
+
+
 def load(folder: Path) -> NlsIndex | None:
-    """The index in `folder`, or None when it is missing or written in another format."""
+    """The index in `folder`, or None when it is missing or written in a format this version cannot read."""
     if not exists(folder):
         return None
     raw = json.loads((folder / _FILES).read_text())
-    if raw.get("format") != FORMAT:
+    if raw.get("format") not in _READABLE_FORMATS:
         return None
     model = bm25s.BM25.load(str(folder / "bm25"), mmap=True)
     table = np.load(folder / _TABLE, mmap_mode="r")
     symbols = {int(i): tuple(names) for i, names in raw["symbols"]}
-    return NlsIndex(model, table, raw["paths"], raw["blobs"], symbols)
+    texts = ChunkTexts.open(folder, table) if raw["format"] == FORMAT else None
+    return NlsIndex(model, table, raw["paths"], raw["blobs"], symbols, texts)

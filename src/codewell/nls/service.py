@@ -9,12 +9,13 @@ boosts for exact identifiers, phrases, symbol definitions and path hits. A revis
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import shutil
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
@@ -25,6 +26,7 @@ import pygit2
 from codewell.codenav.service import CodeNavService
 from codewell.core.actors import Actor
 from codewell.core.errors import InvalidInput, NotFound, Unavailable
+from codewell.nls.dense import DenseRanker
 from codewell.nls.index import (
     BYTE_END,
     BYTE_START,
@@ -37,7 +39,8 @@ from codewell.nls.index import (
     NlsIndex,
     SourceFile,
     build,
-    exists,
+    decode_lines,
+    is_current,
     load,
     split_identifier,
     terms,
@@ -48,7 +51,7 @@ from codewell.search.service import SearchService
 if TYPE_CHECKING:
     from codewell.runtime import Runtime
 
-__all__ = ["MAX_QUESTION_WORDS", "NlsHit", "NlsResults", "NlsService"]
+__all__ = ["MAX_QUESTION_WORDS", "ChunkLines", "NlsHit", "NlsResults", "NlsService"]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +67,30 @@ _FILTER = re.compile(r"(?<!\S)(repo|file|rev|count):(\S+)")
 _WORDS = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*[A-Za-z0-9_]|[A-Za-z_]")
 
 
+class ChunkLines:
+    """A hit's lines, decoded the first time they are asked for (ranking needs none of them): from the texts the
+    index stores, or from the blob for an index of format 2."""
+
+    __slots__ = ("_lines", "_read")
+
+    def __init__(self, read: Callable[[], list[str]] | None, lines: list[str] | None = None) -> None:
+        self._read = read
+        self._lines = lines or []
+
+    @classmethod
+    def known(cls, lines: list[str]) -> ChunkLines:
+        return cls(None, lines)
+
+    @property
+    def loaded(self) -> bool:
+        return self._read is None
+
+    def get(self) -> list[str]:
+        if self._read is not None:
+            self._lines, self._read = self._read(), None
+        return self._lines
+
+
 @dataclass(frozen=True, slots=True)
 class NlsHit:
     repo: str
@@ -72,8 +99,13 @@ class NlsHit:
     start: int
     end: int
     score: float
-    lines: list[str]
+    text: ChunkLines
     symbols: tuple[str, ...] = ()
+
+    @property
+    def lines(self) -> list[str]:
+        """The chunk's lines (without their CR), decoded on first use."""
+        return self.text.get()
 
 
 @dataclass(slots=True)
@@ -96,6 +128,7 @@ class _Question:
     rev: str | None
     count: int
     cut: bool
+    text: str = ""  # the question without its filters, whitespace collapsed (what the dense ranking embeds)
 
 
 def _is_identifier(word: str) -> bool:
@@ -175,6 +208,7 @@ def parse_question(question: str) -> _Question:
         rev=filters.get("rev"),
         count=count,
         cut=cut,
+        text=" ".join(text.split()),
     )
 
 
@@ -185,6 +219,51 @@ def _blob_lines(data: bytes) -> list[str] | None:
     if lines and lines[-1] == "":
         lines.pop()
     return [line.removesuffix("\r") for line in lines]
+
+
+class _Blobs:
+    """For an index of format 2 (no stored texts): the blobs of one repository one search needs, each read once."""
+
+    def __init__(self, mirror: Path) -> None:
+        self._mirror = mirror
+        self._repo: pygit2.Repository | None = None
+        self._read: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+
+    def read(self, blob: str) -> bytes:
+        with self._lock:
+            data = self._read.get(blob)
+            if data is None:
+                if self._repo is None:
+                    self._repo = pygit2.Repository(str(self._mirror))
+                data = self._read[blob] = self._repo.odb.read(pygit2.Oid(hex=blob))[1]
+            return data
+
+    def chunk_lines(self, blob: str, byte_start: int, byte_end: int, count: int) -> list[str]:
+        """The `count` lines of the chunk at those bytes of `blob` (only the chunk's bytes are decoded)."""
+        return decode_lines(self.read(blob)[byte_start:byte_end], count)
+
+
+def _searchable(raw: bytes) -> bytes:
+    """A chunk's bytes lower-cased, for the identifier and phrase boosts: their needles (ASCII letters, digits,
+    `_`, `.` and single spaces) are found in it exactly when in the chunk's decoded lines joined and lower-cased.
+    An ASCII chunk is lower-cased as bytes (its CRs and last newline cannot be part of a match); any other goes the
+    long way, since str.lower() maps a few non-ASCII letters to ASCII ones (KELVIN SIGN → k)."""
+    if raw.isascii():
+        return raw.lower()
+    return "\n".join(decode_lines(raw, raw.count(b"\n") + 1)).lower().encode()
+
+
+def _shown(hits: list[NlsHit], limit: int) -> Iterator[NlsHit]:
+    """The hits an answer shows: those of the first `limit` files, up to CHUNKS_PER_FILE each (render's rule)."""
+    per_file: dict[tuple[str, str], int] = {}
+    for hit in hits:
+        key = (hit.repo, hit.path)
+        if key not in per_file and len(per_file) >= limit:
+            continue
+        if per_file.get(key, 0) < CHUNKS_PER_FILE:
+            per_file[key] = per_file.get(key, 0) + 1
+            yield hit
 
 
 def _walk(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str) -> Iterator[tuple[str, str, bytes]]:
@@ -205,6 +284,7 @@ class NlsService:
         self._guard = threading.Lock()
         self._building: set[tuple[int, str]] = set()
         self._cache: OrderedDict[Path, NlsIndex] = OrderedDict()
+        self.dense = DenseRanker()
 
     @classmethod
     def create(cls, runtime: Runtime) -> Self:
@@ -222,7 +302,7 @@ class NlsService:
     def index_revision(self, repo: Repo, commit: str) -> int:
         """Build the chunk index of `commit` unless it exists; returns the number of chunks (0 if it existed)."""
         folder = self.folder(repo, commit)
-        if exists(folder):
+        if is_current(folder):
             return 0
         with self._guard:
             if (repo.id, commit) in self._building:
@@ -255,11 +335,23 @@ class NlsService:
             with self._guard:
                 self._building.discard((repo.id, commit))
 
+    def embed_revision(self, repo: Repo, commit: str) -> int:
+        """With `search.nls.dense` on, the dense vectors of `commit`'s chunk index (nls/dense.py) unless they
+        exist; returns the number of chunks embedded. A missing model package is logged, not raised: BM25 stays."""
+        if not self.runtime.config.search_nls_dense:
+            return 0
+        try:
+            return self.dense.embed(self.folder(repo, commit), Path(repo.mirror_path))
+        except Unavailable as exc:
+            log.error("nls dense vectors not built: %s", exc, extra={"repo": repo.name, "commit": commit})
+            return 0
+
     def on_indexed(self, repo: Repo, branches: dict[str, str]) -> None:
         """Search index listener: index every indexed branch commit, then drop the other revisions' indexes."""
         keep = set(branches.values())
         for commit in sorted(keep):
             self.index_revision(repo, commit)
+            self.embed_revision(repo, commit)
         for path in (self.root / str(repo.id)).glob("*"):
             if path.name not in keep:
                 shutil.rmtree(path, ignore_errors=True)
@@ -339,6 +431,10 @@ class NlsService:
                 continue
             hits.extend(self._rank(repo, resolved.commit, index, q))
         hits.sort(key=lambda h: -h.score)
+        # The lines of the hits shown are decoded here, in the caller's thread (REST renders on the event loop);
+        # any other hit's only if asked for.
+        for hit in _shown(hits, q.count):
+            hit.text.get()
         results.hits = hits
         return results
 
@@ -346,44 +442,56 @@ class NlsService:
         scores = index.scores(q.tokens)
         if q.file is not None:
             scores = np.where(index.path_mask(q.file), scores, 0.0)
-        # The top candidates only (argpartition, then a sort of those): a full sort of every chunk's score costs
-        # more than the rest of the question on a big revision.
-        top = min(_CANDIDATES, len(scores))
+        if self.runtime.config.search_nls_dense:
+            scores = self.dense.fuse(self.folder(repo, commit), index, q.text, scores, q.file)
+        # Only chunks with a score are candidates; of them the top ones (a partition, then a sort of those only): a
+        # full sort of every chunk's score costs more than the rest of the question on a big revision.
+        scored = np.flatnonzero(scores > 0)
+        values = scores[scored]
+        top = min(_CANDIDATES, len(scored))
         if top == 0:
             return []
-        picked = np.argpartition(-scores, top - 1)[:top] if top < len(scores) else np.arange(len(scores))
-        order = picked[np.argsort(-scores[picked], kind="stable")]
-        mirror = pygit2.Repository(str(repo.mirror_path))
-        blobs: dict[int, bytes] = {}
-        stems = set(terms(" ".join(q.words)))
+        if top < len(scored):
+            # Of the chunks tied at the last place, the first ones: the answer does not depend on how the
+            # selection algorithm breaks ties (nor does the order below: equal scores in chunk order).
+            last = np.partition(values, len(values) - top)[len(values) - top]
+            above = np.flatnonzero(values > last)
+            keep = np.concatenate((above, np.flatnonzero(values == last)[: top - len(above)]))
+            scored, values = scored[keep], values[keep]
+        picked = np.lexsort((scored, -values))
+        order, bases = scored[picked].tolist(), values[picked].tolist()
+        texts = index.texts
+        blobs = _Blobs(repo.mirror_path)  # opened only if used: for an index of format 2
+        stems = frozenset(terms(" ".join(q.words)))
         phrase = " ".join(w.lower() for w in q.words if not _is_identifier(w))
-        identifiers = [ident.lower() for ident in q.identifiers]
+        needles = [ident.lower().encode() for ident in q.identifiers]
+        phrase_needle = phrase.encode() if len(phrase.split()) > 1 else None
+        needs_text = bool(needles) or phrase_needle is not None
+        rows = index.table[order].tolist()
         out: list[NlsHit] = []
-        for i in order:
-            base = float(scores[i])
-            if base <= 0:
-                break
-            row = index.table[int(i)].tolist()
-            file_id = row[PATH]
-            if file_id not in blobs:
-                # Only the candidates' blobs are read (straight from the object database, by id), and of each
-                # only the chunk's bytes are decoded.
-                blobs[file_id] = mirror.odb.read(pygit2.Oid(hex=index.blobs[file_id]))[1]
-            start, end = row[START], row[END]
-            raw = blobs[file_id][row[BYTE_START] : row[BYTE_END]]
-            lines = [line.removesuffix("\r") for line in raw.decode("utf-8", "replace").split("\n")]
-            lines = lines[: end - start + 1]
-            text = "\n".join(lines).lower() if identifiers or phrase else ""
-            path, symbols = index.paths[file_id], index.symbols.get(int(i), ())
+        for i, row, base in zip(order, rows, bases, strict=True):
+            file_id, start, end = row[PATH], row[START], row[END]
+            count = end - start + 1
+            if texts is not None:
+                raw = texts.raw(file_id, row[BYTE_START], row[BYTE_END])
+                lines = ChunkLines(functools.partial(decode_lines, raw, count))
+                text = _searchable(raw) if needs_text else b""
+            else:  # an index of format 2: the lines come from the blob (read now if the boosts need the text)
+                blob = index.blobs[file_id]
+                lines = ChunkLines(functools.partial(blobs.chunk_lines, blob, row[BYTE_START], row[BYTE_END], count))
+                text = "\n".join(lines.get()).lower().encode() if needs_text else b""
             boost = 1.0
-            boost += 0.5 * sum(1 for ident in identifiers if ident in text)
-            if len(phrase.split()) > 1 and phrase in text:
-                boost += 0.3
-            symbol_stems = set(terms(" ".join(symbols)))
-            if symbol_stems:
-                boost += 0.6 * len(stems & symbol_stems) / max(1, len(stems))
-            boost += 0.2 * len(stems & set(terms(path))) / max(1, len(stems))
-            out.append(NlsHit(repo.name, path, commit, start, end, base * boost, lines, symbols))
+            if needs_text:
+                boost += 0.5 * sum(1 for needle in needles if needle in text)
+                if phrase_needle is not None and phrase_needle in text:
+                    boost += 0.3
+            symbols = index.symbols.get(i, ())
+            if symbols:
+                symbol_stems = index.symbol_terms(i)
+                if symbol_stems:
+                    boost += 0.6 * len(stems & symbol_stems) / max(1, len(stems))
+            boost += 0.2 * len(stems & index.path_terms(file_id)) / max(1, len(stems))
+            out.append(NlsHit(repo.name, index.paths[file_id], commit, start, end, base * boost, lines, symbols))
         return out
 
     def _keyword(self, actor: Actor, repo: Repo, revision: str, q: _Question, notes: list[str]) -> list[NlsHit]:
@@ -396,5 +504,6 @@ class NlsService:
             if q.file is not None and not q.file.search(f.path):
                 continue
             for m in f.line_matches[:CHUNKS_PER_FILE]:
-                out.append(NlsHit(f.repo, f.path, f.commit, m.line_number, m.line_number, -rank, [m.line]))
+                hit_lines = ChunkLines.known([m.line])
+                out.append(NlsHit(f.repo, f.path, f.commit, m.line_number, m.line_number, -rank, hit_lines))
         return out
