@@ -1,8 +1,9 @@
-"""The one native module, declared here because pyproject.toml's ext-modules table is still experimental.
+"""The native modules, declared here because pyproject.toml's ext-modules table is still experimental.
 
-search/_scan.c holds the verification kernels (plain C against the CPython API), built by the machine's C
-compiler at install. `optional`: without a compiler the install still succeeds and search verifies in
-Python (search/verify.py says which engine runs).
+Plain C against the CPython API, built by the machine's C compiler at install: search/_scan.c holds the
+verification kernels, nls/_tokenize.c the term counting of the nls index build, codenav/_lex.c the C symbol
+scanner. `optional`: without a compiler the install still succeeds and each falls back to Python or
+tree-sitter (search/verify.py, nls/native.py and codenav/native.py say which engine runs).
 """
 
 from setuptools import Extension, setup
@@ -11,6 +12,17 @@ setup(
     ext_modules=[
         Extension(
             "codewell.search._scan", sources=["src/codewell/search/_scan.c"], extra_compile_args=["-O2"], optional=True
-        )
+        ),
+        # nls/_tokenize.c: term counting for the nls index build (nls/index.py falls back to Python without it).
+        Extension(
+            "codewell.nls._tokenize",
+            sources=["src/codewell/nls/_tokenize.c"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        ),
+        # codenav/_lex.c: the C symbol scanner (codenav/native.py falls back to tree-sitter without it).
+        Extension(
+            "codewell.codenav._lex", sources=["src/codewell/codenav/_lex.c"], extra_compile_args=["-O2"], optional=True
+        ),
     ]
 )

@@ -8,7 +8,11 @@ count (the tool takes a name, not a position). For find_references, jedi's `get_
 is the truth (the definition itself excluded). Also measured: extraction MB/s on one core, and the p50 of both
 calls at the service API.
 
-    .venv/bin/python bench/codenav_bench.py [--symbols 200] [--packages email,json,...]
+    .venv/bin/python bench/codenav_bench.py [--symbols 200] [--packages email,json,...] [--seed 16]
+
+jedi's answers for a (packages, seed, symbols) sample are kept in bench/.results/codenav_truth-*.json and reused
+by the next run (--fresh-truth asks jedi again); every difference (missed and extra reference, with its line)
+goes to bench/.results/codenav_differences-*.json.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import jedi  # type: ignore[import-untyped]  # jedi ships no type information
@@ -133,12 +138,14 @@ def bench_definitions(nav: CodeNavService, samples: list[tuple[str, str, tuple[s
     }
 
 
-def bench_references(
-    root: Path, nav: CodeNavService, project: jedi.Project, packages: list[str], wanted: int, rng: random.Random
-) -> dict[str, object]:
-    files = sorted(root.rglob("*.py"))
+# jedi's references per definition ("path:line:column"), None where jedi gave up.
+Truth = dict[str, list[tuple[str, int, int]] | None]
+
+
+def reference_definitions(root: Path, rng: random.Random) -> list[tuple[str, str, int, int]]:
+    """Every function, class, method and constant definition of the corpus, in a random order."""
     definitions: list[tuple[str, str, int, int]] = []
-    for file in files:
+    for file in sorted(root.rglob("*.py")):
         rel = file.relative_to(root).as_posix()
         for s in extract(rel, file.read_bytes()).symbols:
             if s.kind in ("function", "class", "method", "constant") and not s.name.startswith("__"):
@@ -146,25 +153,46 @@ def bench_references(
                 symbol = f"{s.container.split('.')[-1]}.{s.name}" if s.kind == "method" else s.name
                 definitions.append((rel, symbol, s.line, s.column))
     rng.shuffle(definitions)
+    return definitions
+
+
+def jedi_references(
+    root: Path, project: jedi.Project, packages: list[str], rel: str, line: int, column: int
+) -> list[tuple[str, int, int]] | None:
+    """jedi's references to the definition at (line, column) of `rel`, the definition itself excluded."""
+    source = (root / rel).read_text(encoding="utf-8", errors="replace")
+    try:
+        refs = jedi.Script(source, path=str(root / rel), project=project).get_references(
+            line, column - 1, include_builtins=False, scope="project"
+        )
+    except Exception:  # jedi gives up on some constructs; those definitions simply do not count
+        return None
+    truth = set()
+    for r in refs:
+        target = _in_corpus(root, r.module_path, packages)
+        if target and r.line and not (target == rel and r.line == line and r.column == column - 1):
+            truth.add((target, r.line, r.column + 1))
+    return sorted(truth)
+
+
+def bench_references(
+    root: Path,
+    nav: CodeNavService,
+    definitions: list[tuple[str, str, int, int]],
+    truth_of: Callable[[str, int, int], list[tuple[str, int, int]] | None],
+    wanted: int,
+) -> dict[str, object]:
     tp = fp = fn = 0
     times: list[float] = []
     done = 0
-    worst: list[dict[str, object]] = []
+    differences: list[dict[str, object]] = []
     for rel, name, line, column in definitions:
         if done >= wanted:
             break
-        source = (root / rel).read_text(encoding="utf-8", errors="replace")
-        try:
-            refs = jedi.Script(source, path=str(root / rel), project=project).get_references(
-                line, column - 1, include_builtins=False, scope="project"
-            )
-        except Exception:
+        truth_list = truth_of(rel, line, column)
+        if truth_list is None:
             continue
-        truth = set()
-        for r in refs:
-            target = _in_corpus(root, r.module_path, packages)
-            if target and r.line and not (target == rel and r.line == line and r.column == column - 1):
-                truth.add((target, r.line, r.column + 1))
+        truth = set(truth_list)
         start = time.perf_counter()
         try:
             got = nav.find_references(INTERNAL, REPO, rel, name, limit=1000)
@@ -177,17 +205,37 @@ def bench_references(
         tp += len(ours & truth)
         fp += len(ours - truth)
         fn += len(truth - ours)
-        if (ours != truth) and len(worst) < 10:
-            worst.append(
-                {"def": f"{rel}:{line} {name}", "missed": sorted(truth - ours)[:3], "extra": sorted(ours - truth)[:3]}
+        if ours != truth:
+            differences.append(
+                {
+                    "def": f"{rel}:{line} {name}",
+                    "missed": [_with_text(root, r) for r in sorted(truth - ours)],
+                    "extra": [_with_text(root, r) for r in sorted(ours - truth)],
+                }
             )
     return {
         "symbols": done,
         "precision": round(tp / max(1, tp + fp), 4),
         "recall": round(tp / max(1, tp + fn), 4),
+        "true_positives": tp,
+        "false_positives": fp,
+        "false_negatives": fn,
         "p50_ms": round(statistics.median(times) * 1000, 2) if times else None,
-        "differences": worst,
+        "differences": differences,
     }
+
+
+def _with_text(root: Path, ref: tuple[str, int, int]) -> str:
+    path, line, column = ref
+    lines = (root / path).read_text(encoding="utf-8", errors="replace").split("\n")
+    text = lines[line - 1].strip()[:120] if line <= len(lines) else ""
+    return f"{path}:{line}:{column} {text}"
+
+
+def _rng_state(kept: list[object]) -> tuple[object, ...]:
+    """random.Random.getstate() back from JSON (its tuples became lists)."""
+    version, internal, gauss = kept
+    return (version, tuple(internal), gauss)  # type: ignore[arg-type]
 
 
 def bench_extraction(files: list[Path], root: Path) -> dict[str, object]:
@@ -208,10 +256,13 @@ def main() -> None:
     parser.add_argument("--symbols", type=int, default=200)
     parser.add_argument("--packages", default="email,json,http,logging,concurrent")
     parser.add_argument("--seed", type=int, default=16)
+    parser.add_argument("--fresh-truth", action="store_true", help="ask jedi again instead of the kept answers")
     args = parser.parse_args()
     packages = args.packages.split(",")
     if not STDLIB.is_dir():
         sys.exit(f"{STDLIB} missing: the corpus is a copy of its packages")
+    RESULTS.mkdir(exist_ok=True)
+    cache = RESULTS / f"codenav_truth-{'_'.join(packages)}-{args.seed}-{args.symbols}.json"
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory(prefix="codenav-bench-") as tmp:
         root = Path(tmp) / "corpus"
@@ -225,18 +276,42 @@ def main() -> None:
             index_seconds = time.perf_counter() - start
             # Only the corpus on the import path: `import email` must mean the copy, not the real standard library.
             project = jedi.Project(str(root), sys_path=[str(root)], smart_sys_path=False)
-            samples = sample_definitions(root, files, packages, project, args.symbols, rng)
+            kept = json.loads(cache.read_text()) if cache.is_file() and not args.fresh_truth else None
+            if kept is not None:
+                samples = [(p, s, (t[0], t[1])) for p, s, t in kept["definitions"]]
+                rng.setstate(_rng_state(kept["rng_state"]))
+            else:
+                samples = sample_definitions(root, files, packages, project, args.symbols, rng)
+            rng_state = rng.getstate()
+            truths: Truth = {
+                key: None if refs is None else [(a, b, c) for a, b, c in refs]
+                for key, refs in (kept["references"] if kept else {}).items()
+            }
+
+            def truth_of(rel: str, line: int, column: int) -> list[tuple[str, int, int]] | None:
+                key = f"{rel}:{line}:{column}"
+                if key not in truths:
+                    truths[key] = jedi_references(root, project, packages, rel, line, column)
+                return truths[key]
+
+            definitions = reference_definitions(root, rng)
+            references = bench_references(root, nav, definitions, truth_of, args.symbols)
+            cache.write_text(json.dumps({"definitions": samples, "rng_state": rng_state, "references": truths}))
             results = {
                 "corpus": {"packages": packages, "files": len(files), "index_seconds": round(index_seconds, 2)},
+                "seed": args.seed,
                 "extraction": bench_extraction(files, root),
                 "go_to_definition": bench_definitions(nav, samples),
-                "find_references": bench_references(root, nav, project, packages, args.symbols, rng),
+                "find_references": {k: v for k, v in references.items() if k != "differences"},
             }
+            differences = references["differences"]
             nav.close()
         finally:
             runtime.close()
-    RESULTS.mkdir(exist_ok=True)
     (RESULTS / "codenav_bench.json").write_text(json.dumps(results, indent=2) + "\n")
+    (RESULTS / f"{cache.stem.replace('truth', 'differences')}.json").write_text(
+        json.dumps(differences, indent=2) + "\n"
+    )
     print(json.dumps(results, indent=2))
 
 

@@ -23,6 +23,10 @@ find_references p50 ≤ 50 ms, MCP overhead ≤ 3 ms, nls_search p50 ≤ 30 ms.
 
     .venv/bin/python bench/corpus.py
     .venv/bin/python bench/codenav_linux.py [--data DIR] [--reuse] [--samples 200] [--workers 2] [--seed 16]
+    .venv/bin/python bench/codenav_linux.py --repo SUBSET --data DIR --build-only --builds search,codenav
+
+Each build also prints the peak resident set so far of this process and of the largest pool worker (the
+symbol build writes its rows batch by batch, so its peak should stay near the search build's).
 
 `--reuse` keeps the data dir (default /var/tmp/codewell-bench/linux-data) and its indexes from a previous run
 and only measures the queries (the build figures of that run are kept in the JSON). Writes
@@ -144,15 +148,31 @@ def open_runtime(data: Path) -> Runtime:
     return runtime
 
 
+def peak_rss_megabytes() -> tuple[float, float]:
+    """Peak resident set of this process and of the largest finished child so far (Linux: ru_maxrss in KB)."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_maxrss / 1024, kids.ru_maxrss / 1024
+
+
 def timed_build(label: str, build: Callable[[], object]) -> dict[str, float]:
     cpu, wall = cpu_seconds(), time.perf_counter()
     build()
     wall, cpu = time.perf_counter() - wall, cpu_seconds() - cpu
-    print(f"{label:8} build: {wall:8.1f} s wall, {cpu:8.1f} s CPU (all processes)", flush=True)
-    return {"seconds": round(wall, 1), "cpu_seconds": round(cpu, 1)}
+    parent, child = peak_rss_megabytes()
+    print(
+        f"{label:8} build: {wall:8.1f} s wall, {cpu:8.1f} s CPU (all processes); peak RSS so far: "
+        f"{parent:.0f} MB this process, {child:.0f} MB largest worker",
+        flush=True,
+    )
+    return {
+        "seconds": round(wall, 1),
+        "cpu_seconds": round(cpu, 1),
+        "peak_rss_mb_so_far": round(parent),
+        "peak_worker_rss_mb_so_far": round(child),
+    }
 
 
-def build_all(runtime: Runtime, source: Path, workers: int) -> dict[str, Any]:
+def build_all(runtime: Runtime, source: Path, workers: int, which: set[str]) -> dict[str, Any]:
     repo = register_local_repo(runtime, source, REPO)
     commit = runtime.get(RepoService).resolve(INTERNAL, REPO).commit
     search, nav, nls = runtime.get(SearchService), runtime.get(CodeNavService), runtime.get(NlsService)
@@ -165,15 +185,18 @@ def build_all(runtime: Runtime, source: Path, workers: int) -> dict[str, Any]:
         nav.close()  # reaps the pool, so its workers' CPU time is counted
 
     builds["codenav"] = timed_build("codenav", codenav)
-    builds["nls"] = timed_build("nls", lambda: nls.index_revision(repo, commit))
+    if "nls" in which:
+        builds["nls"] = timed_build("nls", lambda: nls.index_revision(repo, commit))
     for name in ("codenav", "nls"):
+        if name not in builds:
+            continue
         for key in ("seconds", "cpu_seconds"):
             ratio = builds[name][key] / max(builds["search"][key], 0.001)
             builds[name][f"{key}_vs_search_pct"] = round(100 * ratio, 1)
     sizes = {
         "search": _size(runtime.settings.data_dir / "search"),
         "codenav": _size(nav.index_file(repo, commit)),
-        "nls": _size(nls.folder(repo, commit)),
+        "nls": _size(nls.folder(repo, commit)) if "nls" in builds else 0,
     }
     builds["index_megabytes"] = {k: round(v / 1e6, 1) for k, v in sizes.items()}
     return builds
@@ -339,6 +362,8 @@ def table(results: dict[str, Any]) -> str:
     if b:
         rows.append(("search index build", f"{b['search']['seconds']} s ({b['search']['cpu_seconds']} s CPU)", "-"))
         for name, target in (("codenav", "≤ 60 %"), ("nls", "≤ 40 %")):
+            if name not in b:
+                continue
             x = b[name]
             rows.append(
                 (
@@ -376,6 +401,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per sample and path (median kept)")
     parser.add_argument("--queries", default="nav,nls", help="what to time: nav (codenav calls), nls")
     parser.add_argument("--out", type=Path, default=OUT, help="JSON results file")
+    parser.add_argument("--builds", default="search,codenav,nls", help="search,codenav (always) and nls (optional)")
     args = parser.parse_args()
     out: Path = args.out
     if not (args.repo / ".git").is_dir():
@@ -388,7 +414,7 @@ def main() -> None:
     results: dict[str, Any] = {"corpus": str(args.repo), "builds": previous.get("builds")}
     try:
         if not args.reuse:
-            results["builds"] = build_all(runtime, args.repo, args.workers)
+            results["builds"] = build_all(runtime, args.repo, args.workers, set(args.builds.split(",")))
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(json.dumps(results, indent=2) + "\n")
         if not args.build_only:

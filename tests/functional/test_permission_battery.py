@@ -421,6 +421,11 @@ ROWS: list[Row] = [
     Row("GET", "/.api/history/diffs", SIGNED_IN, query="repos=acme/app&pattern=helper"),
     Row("GET", "/.api/history/compare", SIGNED_IN, query="repo=acme/app&base=main&head=main"),
     Row("GET", "/.api/history/contributors", SIGNED_IN, query="authors=nobody"),
+    # SCIP uploads (codenav): site admins only, refused before the repository is looked at; the admin's body
+    # here (`{}`) is not a SCIP index, for a private repository as for a public one.
+    Row("POST", "/.api/codeintel/upload", "401 403 403 403 400", query="repo=acme/app&commit=main"),
+    Row("POST", "/.api/codeintel/upload", "401 403 403 403 400", query="repo=acme/secret&commit=main"),
+    Row("POST", "/.api/codeintel/upload", "401 403 403 403 404", query="repo=acme/missing&commit=main"),
     Row("POST", "/.api/evaluate", SIGNED_IN, json={"script": "return 1"}),
     # -- web pages: a private repository answers 404 exactly like a missing one ---------------------------
     Row("GET", "/", SIGNED_IN),

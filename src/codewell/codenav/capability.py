@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from codewell.capability import Capability
+from codewell.codenav import routes
+from codewell.codenav.cli import codeintel
 from codewell.codenav.setup import setup
 from codewell.codenav.tools import TOOLS
 
-CAPABILITY = Capability(name="codenav", setup=setup, tools=TOOLS)
+CAPABILITY = Capability(name="codenav", setup=setup, routes=routes.routes, tools=TOOLS, commands=[codeintel])

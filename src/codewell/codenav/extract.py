@@ -24,6 +24,7 @@ from typing import NamedTuple
 from tree_sitter import Language, Node, Parser, Query, QueryCursor
 from tree_sitter_language_pack import get_language
 
+from codewell.codenav import native
 from codewell.codenav.imports import Import, parse_imports
 from codewell.codenav.languages import Grammar, grammar_of
 
@@ -94,6 +95,11 @@ class FileSymbols:
     package: str = ""
     skipped: str = ""  # why the file was not parsed (too big, minified, timed out), else ""
     size: int = 0
+    # The native C scanner's findings as rows of the index tables, when the index build asked for them
+    # (extract(..., file_id=)): `symbols` and `occurrences` are then empty. Occurrences are grouped by name
+    # (name, file id, "line:col:role;..."), in the order names first appear.
+    symbol_rows: list[native.SymbolRow] | None = None
+    occurrence_rows: list[native.OccurrenceRow] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +131,7 @@ def skip_reason(data: bytes) -> str:
     head = data[:8192]
     if b"\x00" in head:
         return "binary"
-    longest = max((len(line) for line in data[:65536].split(b"\n")), default=0)
+    longest = native.longest_line(data, 65536)
     if longest > MAX_LINE_CHARS:
         return f"minified (a line of over {MAX_LINE_CHARS} characters)"
     return ""
@@ -168,8 +174,12 @@ def _name(data: bytes, node: Node) -> str:
     return _text(data, node).lstrip(":")
 
 
-def extract(path: str, data: bytes) -> FileSymbols:
-    """Everything codenav keeps about one file (language "" when it is not a supported language)."""
+def extract(path: str, data: bytes, *, file_id: int | None = None) -> FileSymbols:
+    """Everything codenav keeps about one file (language "" when it is not a supported language).
+
+    `file_id`: the index build's id of the file. C may then come back as `symbol_rows` and `occurrence_rows`
+    (what the index tables store) instead of `Symbol`s and `Occurrence`s: no Python object per identifier.
+    """
     grammar = grammar_of(path)
     if grammar is None:
         return FileSymbols(path, "", size=len(data))
@@ -177,7 +187,11 @@ def extract(path: str, data: bytes) -> FileSymbols:
     result.skipped = skip_reason(data)
     if result.skipped:
         return result
+    if grammar.queries == "c" and native.available():
+        return _from_native(result, data, file_id)
     root = _parse(grammar, data)
+    if root is not None and root.has_error and grammar.queries == "typescript":
+        root = _typescript_call_signatures(grammar, data, root)
     if root is None:
         result.skipped = f"parsing took over {PARSE_SECONDS:g} s"
         return result
@@ -209,6 +223,27 @@ def extract(path: str, data: bytes) -> FileSymbols:
     return result
 
 
+def _from_native(result: FileSymbols, data: bytes, file_id: int | None) -> FileSymbols:
+    """A C file's FileSymbols from the native scanner (codenav/_lex.c): the fast path for C."""
+    if file_id is not None:
+        table_rows = native.scan_c_rows(data, file_id)
+        assert table_rows is not None  # available() was checked
+        result.symbol_rows, result.occurrence_rows, table_includes = table_rows
+        result.imports = [Import(module, "", "", line) for module, line in table_includes]
+        return result
+    scanned = native.scan_c(data)
+    assert scanned is not None
+    symbols, rows, includes = scanned
+    result.symbols = [Symbol(*row) for row in symbols]
+    result.occurrences = [
+        Occurrence(name, int(line), int(column), role)
+        for name, joined in rows
+        for line, column, role in (spot.split(":") for spot in joined.split(";"))
+    ]
+    result.imports = [Import(module, "", "", line) for module, line in includes]
+    return result
+
+
 # A C/C++ macro body is one `preproc_arg` token for tree-sitter; its names are found lexically. Strings,
 # character literals and comments are matched first so that the names inside them are skipped.
 _MACRO_TOKEN = re.compile(rb'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|/\*.*?\*/|//[^\n]*|\b([A-Za-z_]\w*)', re.DOTALL)
@@ -233,6 +268,22 @@ def _macro_body_names(data: bytes, node: Node) -> list[Occurrence]:
         role = MEMBER if start and data[start - 1] in _MEMBER_MARKS else REFERENCE
         out.append(Occurrence(m.group(1).decode("utf-8", "replace"), row_at + 1, col + 1, role))
     return out
+
+
+# An interface's call signature on its own line (`<T>(fn: T): T`) after a member without `;`: tree-sitter's
+# TypeScript grammar reads the `<` as a type argument list of the line before and the rest of the file becomes
+# an error (TypeScript itself inserts the `;`). The retry puts a `;` in place of the indentation's last space,
+# so that every byte offset and line stays the same.
+_CALL_SIGNATURE_LINE = re.compile(rb"(?m)^([ \t]*)[ \t](?=<[A-Za-z_$])")
+
+
+def _typescript_call_signatures(grammar: Grammar, data: bytes, root: Node) -> Node:
+    """The tree of `data` with `;` before call-signature lines when that parses without errors, else `root`."""
+    patched = _CALL_SIGNATURE_LINE.sub(rb"\1;", data)
+    if patched == data or len(patched) != len(data):
+        return root
+    retry = _parse(grammar, patched)
+    return retry if retry is not None and not retry.has_error else root
 
 
 def _inside(ranges: list[tuple[int, int]], starts: list[int], offset: int) -> bool:

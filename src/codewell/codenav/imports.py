@@ -22,6 +22,7 @@ class Import:
     line: int
 
 
+_JS_IMPORT_CHARS = 65536
 _STRING = re.compile(r"""["'`]([^"'`]+)["'`]""")
 _WORD = re.compile(r"[A-Za-z_$][\w$]*")
 
@@ -80,7 +81,9 @@ def _javascript(text: str, line: int) -> list[Import]:  # noqa: PLR0912 - one br
     braces = re.search(r"\{(.*?)\}", head)
     if braces:
         for part in braces.group(1).split(","):
-            words = part.replace("type ", "").split()
+            words = part.split()
+            if len(words) in (2, 4) and words[0] == "type":  # `{ type A }`, `{ type A as B }`; `{ type as t }` stays
+                words = words[1:]
             if words:
                 alias = words[2] if len(words) == 3 and words[1] == "as" else words[0]
                 out.append(Import(module, words[0], alias, line))
@@ -187,8 +190,11 @@ def parse_imports(queries: str, text: str, line: int) -> list[Import]:
     parser = _PARSERS.get(queries)
     if parser is None:
         return []
+    # A JavaScript/TypeScript module string comes last, after a name list that barrels make long (`export {` a
+    # hundred names `} from "./internal"`); other languages name the module first.
+    limit = _JS_IMPORT_CHARS if queries in ("javascript", "typescript") else 4000
     try:
-        return parser(text[:4000], line)
+        return parser(text[:limit], line)
     except (IndexError, ValueError):
         # A malformed (half-typed) import binds nothing; the rest of the file still counts.
         return []

@@ -18,7 +18,7 @@ import shutil
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing import get_context
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
@@ -27,6 +27,8 @@ import pygit2
 
 from codewell.codenav.extract import Symbol
 from codewell.codenav.languages import grammar_of
+from codewell.codenav.precise import PreciseService
+from codewell.codenav.python_refs import ReceiverTypes, local_scope, shadowed
 from codewell.codenav.resolve import module_files, python_module_name
 from codewell.codenav.results import (
     SEARCH_BASED,
@@ -36,7 +38,7 @@ from codewell.codenav.results import (
     ReferenceFile,
     References,
 )
-from codewell.codenav.store import Indexed, SymbolRow, build_index, open_index
+from codewell.codenav.store import ImportRow, Indexed, SymbolRow, build_index, open_index
 from codewell.core.actors import Actor
 from codewell.core.errors import InvalidInput, NotFound
 from codewell.repos.service import Repo, RepoService, clean_path
@@ -80,11 +82,32 @@ _PYTHON_BUILTIN_MEMBERS = frozenset(
     for kind in (dict, list, str, bytes, set, tuple, int, float, io.TextIOWrapper, io.BufferedReader, object)
     for name in dir(kind)
 )
+# Members of JavaScript's built-in objects (arrays, strings, maps, sets, promises, functions, errors, iterators):
+# `x.length` is at least as likely an array's as a class's of the repository, so it counts through `this`/`Class`
+# or a receiver named like the class only.
+_JS_BUILTIN_MEMBER_NAMES = """
+    length push pop shift unshift slice splice concat join reverse sort indexOf lastIndexOf includes find findIndex
+    findLast findLastIndex filter map forEach reduce reduceRight some every flat flatMap fill keys values entries at
+    charAt charCodeAt codePointAt startsWith endsWith trim trimStart trimEnd split replace replaceAll match matchAll
+    search substring substr toLowerCase toUpperCase padStart padEnd repeat get set has delete clear add size then
+    catch finally call apply bind name message stack cause next done value return throw test exec toString valueOf
+    toJSON hasOwnProperty constructor prototype
+"""
+_JS_BUILTIN_MEMBERS = frozenset(_JS_BUILTIN_MEMBER_NAMES.split())
 # The dotted (or `::`/`->`) chain right before a member name: `a.b.` in `a.b.name`.
 _QUALIFIER = re.compile(r"([A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*)\s*(?:\.|::|->)\s*$")
 _SCOPES = ("same file", "same package", "same repository", "other repository")
 # The base classes on a Python class header line: `class Name(Base, mod.Other, metaclass=M):`.
 _CLASS_BASES = re.compile(r"^\s*class\s+\w+\s*\(([^)]*)\)")
+# Re-export hops followed through JavaScript/TypeScript barrels (`export * from`, `export { x } from`).
+_JS_REEXPORT_HOPS = 4
+# Base classes followed up from a JS/TS class for an inherited `this.name`, and the `extends` of a class header.
+_JS_BASE_CLASSES = 4
+_JS_EXTENDS = re.compile(r"\bclass\s+[\w$]*\s*(?:<[^{]*?>)?\s*extends\s+([\w$.]+)")
+# `export default class Name`, `export default async function name`, `export default name;`
+_JS_DEFAULT_EXPORT = re.compile(
+    r"^\s*export\s+default\s+(?:(?:abstract\s+)?class\s+|(?:async\s+)?function\s*\*?\s*)?([A-Za-z_$][\w$]*)\s*(?:[;{(<]|extends\b|implements\b|$)"
+)
 # Classes looked at when following a method's override hierarchy (bounds the work on huge hierarchies).
 _MAX_FAMILY = 200
 
@@ -347,6 +370,10 @@ class CodeNavService:
     ) -> Definitions:
         """Where `symbol`, as used in `path`, is defined: same file, imports, same repository, other repositories."""
         name, qualifier = _split_symbol(symbol)
+        # Precise first: an uploaded SCIP index of this commit that covers the file (codenav/precise.py).
+        precise = self.runtime.get(PreciseService).definitions(actor, repo, path, symbol, name, qualifier, revision)
+        if precise is not None:
+            return precise
         target = self._target(actor, repo, path, revision)
         try:
             return self._go_to_definition(actor, target, symbol, name, qualifier)
@@ -364,7 +391,8 @@ class CodeNavService:
         hits: list[_Hit] = []
         unresolved: list[tuple[str, str]] = []
         if target.queries and not target.skipped:
-            hits = self._same_file(target, name, qualifier)
+            hits = self._js_receiver_member(target, name, qualifier)
+            hits = hits or self._same_file(target, name, qualifier)
             # A Python local variable of some function is a weaker answer than what the file imports.
             local_only = target.queries == "python" and all(
                 h.row.symbol.kind == "variable" and h.row.symbol.container for h in hits
@@ -374,6 +402,8 @@ class CodeNavService:
                 hits = imported or hits
             if not hits and unresolved:
                 hits = self._other_repos(actor, target, name, unresolved)
+            if not hits and qualifier == ["this"] and target.queries in ("javascript", "typescript"):
+                hits = self._js_inherited_member(target, target.path, name, depth=_JS_BASE_CLASSES)
         if not hits:
             hits = self._by_name(target, name, qualifier)
         if not hits:
@@ -417,6 +447,63 @@ class CodeNavService:
             for s in symbols
         ]
 
+    def _js_inherited_member(self, target: _Target, path: str, name: str, depth: int) -> list[_Hit]:
+        """JS/TS `this.name` that no class of `path` defines: the member of a base class (`class A extends B`),
+        B found like go_to_definition finds any name used in `path` (same file, then its imports)."""
+        if depth == 0:
+            return []
+        lines = self._lines(target.repo, target.commit, path)
+        at = replace(target, path=path)
+        for cls in (s for s in target.index.symbols_in(path) if s.kind == "class"):
+            header = " ".join(lines[cls.def_line - 1 : cls.def_line + 1])
+            extends = _JS_EXTENDS.search(header)
+            if extends is None:
+                continue
+            base = extends.group(1).split(".")[-1]
+            bases = [h for h in self._same_file(at, base, []) if h.row.symbol.kind == "class"]
+            bases = bases or [h for h in self._through_imports(at, base, [])[0] if h.row.symbol.kind == "class"]
+            for found in bases[:1]:
+                members = [
+                    s
+                    for s in target.index.symbols_in(found.row.path)
+                    if s.name == name and s.container.split(".")[-1] == base and s.kind in ("method", "field")
+                ]
+                reason = f"inherited from {base}"
+                if members:
+                    row = SymbolRow(found.row.path, found.row.language, members[0])
+                    return [_Hit(target.repo, target.commit, row, SYNTACTIC, reason)]
+                deeper = self._js_inherited_member(target, found.row.path, name, depth - 1)
+                if deeper:
+                    return deeper
+        return []
+
+    def _js_receiver_member(self, target: _Target, name: str, qualifier: list[str]) -> list[_Hit]:
+        """JS/TS `block.name`: a member of a class named like its receiver (`Block`), nearest file first.
+
+        Without types the receiver's name is the best hint there is, and JavaScript code names a variable after
+        its class (`renderer`, `parser`, `this.block_`); an import alias or `this` is left to the other steps.
+        """
+        if target.queries not in ("javascript", "typescript") or not qualifier:
+            return []
+        receiver = _receiver(qualifier[-1])
+        if receiver in ("this", "self", "super", "") or self._alias_bound(target, qualifier[0]):
+            return []
+        rows = [
+            r
+            for r in target.index.symbols_named(name)
+            if r.symbol.kind in ("method", "field") and _names_class(receiver, r.symbol.container.split(".")[-1])
+        ]
+        here = target.path.split("/")
+
+        def nearness(row: SymbolRow) -> tuple[int, str]:
+            there = row.path.split("/")
+            shared = next((i for i, (a, b) in enumerate(zip(here, there, strict=False)) if a != b), len(here))
+            return (-shared, row.path)
+
+        rows.sort(key=nearness)
+        reason = "member of the class named like its receiver"
+        return [_Hit(target.repo, target.commit, r, SEARCH_BASED, reason) for r in rows]
+
     def _alias_bound(self, target: _Target, alias: str) -> bool:
         return any(i.alias == alias for i in target.index.imports_of(target.path))
 
@@ -451,6 +538,9 @@ class CodeNavService:
             found = self._hits_in(target, wanted, files, qualifier[1:], f"imported from {module}")
             if not found and queries == "python":
                 found = self._python_reexport(target, wanted, files, module, depth=3)
+            if not found and queries in ("javascript", "typescript"):
+                found = self._js_reexport(target, wanted, files, module, depth=_JS_REEXPORT_HOPS)
+                found = found or (self._js_default_export(target, files, module) if imp.name == "default" else [])
             hits += found
         if not hits and queries in ("c", "cpp"):
             # #include is a hint: the definition is in an included file, or in the file that implements it.
@@ -522,6 +612,40 @@ class CodeNavService:
                     return found
         return []
 
+    def _js_reexport(
+        self, target: _Target, name: str, files: list[str], module: str, depth: int, seen: set[str] | None = None
+    ) -> list[_Hit]:
+        """`export * from "./x"`, `export { name } from "./x"` in a barrel (index.ts): follow the re-export."""
+        seen = set() if seen is None else seen
+        if depth == 0:
+            return []
+        for path in files:
+            if path in seen:
+                continue
+            seen.add(path)  # barrels that re-export each other would otherwise go round
+            for imp in target.index.imports_of(path):
+                if imp.name == "*" or (imp.alias == name and imp.name not in ("", "default")):
+                    wanted = name if imp.name == "*" else imp.name
+                    further = [p for p in module_files(target.index, path, target.queries, imp.module) if p not in seen]
+                    found = self._hits_in(target, wanted, further, [], f"imported from {module} (re-exported)")
+                    found = [h for h in found if not h.row.symbol.container]  # a module exports top-level names
+                    if not found:
+                        found = self._js_reexport(target, wanted, further, module, depth - 1, seen)
+                    if found:
+                        return found
+        return []
+
+    def _js_default_export(self, target: _Target, files: list[str], module: str) -> list[_Hit]:
+        """`import Local from "./x"`: what x exports as default, whatever its own name (`export default class X`)."""
+        for path in files:
+            for line in self._lines(target.repo, target.commit, path):
+                found = _JS_DEFAULT_EXPORT.match(line)
+                if found:
+                    hits = self._hits_in(target, found.group(1), [path], [], f"default export of {module}")
+                    if hits:
+                        return hits
+        return []
+
     def _by_name(self, target: _Target, name: str, qualifier: list[str]) -> list[_Hit]:
         rows = target.index.symbols_named(name)
         if qualifier:
@@ -578,6 +702,11 @@ class CodeNavService:
         if not 1 <= limit <= MAX_LIMIT:
             raise InvalidInput(f"limit must be between 1 and {MAX_LIMIT} (got {limit})", hint="the default is 10")
         name, qualifier = _split_symbol(symbol)
+        precise = self.runtime.get(PreciseService).references(
+            actor, repo, path, symbol, name, qualifier, revision, limit
+        )
+        if precise is not None:
+            return precise
         target = self._target(actor, repo, path, revision)
         try:
             return self._find_references(actor, target, symbol, name, qualifier, limit)
@@ -628,8 +757,8 @@ class CodeNavService:
             and (row.path, row.symbol.container) != (target.path, symbols[0].container)
         }
         family_calls, family_selves = self._override_family(target, symbols[0])
+        receivers, occurrences = self._python_receivers(target, symbols[0])
         found: list[tuple[int, Repo, str, str, list[tuple[int, int]]]] = []
-        occurrences = target.index.occurrences(name)
         for file_path, scope in visible.items():
             spots = self._uses(
                 target,
@@ -641,9 +770,12 @@ class CodeNavService:
                 bare=scope < 2
                 or target.queries not in ("python", "javascript", "typescript")
                 or "" in aliases.get(file_path, set()),
-                ambiguous=bool(other_definers) or (target.queries == "python" and name in _PYTHON_BUILTIN_MEMBERS),
+                ambiguous=bool(other_definers)
+                or (target.queries == "python" and name in _PYTHON_BUILTIN_MEMBERS)
+                or (target.queries in ("javascript", "typescript") and name in _JS_BUILTIN_MEMBERS),
                 family_calls=family_calls,
                 family_selves=family_selves,
+                receivers=receivers,
             )
             if spots:
                 found.append((scope, target.repo, target.commit, file_path, spots))
@@ -720,13 +852,16 @@ class CodeNavService:
                 if grammar_of(p) is not None and index.file(p) is not None:
                     visible.setdefault(p, 1 if posixpath.dirname(p) == here else 2)
             return visible, aliases
+        if queries in ("javascript", "typescript"):
+            self._js_visible_everywhere(index, path, name, kind, visible, aliases)
         stem = posixpath.basename(path).rsplit(".", 1)[0]
         fragment = posixpath.basename(here) if stem in ("__init__", "index", "mod") or queries == "go" else stem
         importers: set[str] = set()
+        resolved: dict[tuple[str, str], list[str]] = {}
         for imp in index.imports_mentioning(fragment or stem):
             if imp.path in visible:
                 continue
-            if path in module_files(index, imp.path, queries, imp.module, imp.name):
+            if path in _resolved_import(index, queries, imp, resolved):
                 importers.add(imp.path)
                 if imp.name in (name, "*") or (imp.name == "default" and queries != "python"):
                     # The file uses the bare name: mark it with the empty alias.
@@ -745,6 +880,9 @@ class CodeNavService:
                 aliases.setdefault(imp.path, set()).add(imp.alias)
         for p in importers:
             visible.setdefault(p, 2)
+        if queries in ("javascript", "typescript"):
+            barrels = sorted(p for p in importers if "" in aliases.get(p, set()))
+            self._js_reexport_importers(index, queries, name, barrels, visible, aliases)
         if queries == "python":
             # One hop of re-export: files importing `name` from a module that imports it from here.
             for imp in index.imports_mentioning(name):
@@ -755,6 +893,74 @@ class CodeNavService:
                     visible.setdefault(imp.path, 2)
                     aliases.setdefault(imp.path, set()).add("")
         return visible, aliases
+
+    @staticmethod
+    def _js_visible_everywhere(
+        index: Indexed, path: str, name: str, kind: str, visible: dict[str, int], aliases: dict[str, set[str]]
+    ) -> None:
+        """JS/TS names that need no import: members, enum members, and the globals of declaration files.
+
+        A member is reached through objects that any file may hold (`Enum.member` likewise), and a declaration file
+        without imports (`declare const __DEV__: boolean` in global.d.ts) declares globals: every file naming it
+        may use it.
+        """
+        script_globals = path.endswith(".d.ts") and not index.imports_of(path)
+        enum_member = kind == "constant" and any(
+            s.name == name and s.kind == "constant" and s.container for s in index.symbols_in(path)
+        )
+        if kind not in ("method", "field") and not enum_member and not script_globals:
+            return
+        here = posixpath.dirname(path)
+        for p in index.occurrences(name):
+            grammar = grammar_of(p)
+            if grammar is not None and grammar.queries in ("javascript", "typescript"):
+                visible.setdefault(p, 1 if posixpath.dirname(p) == here else 2)
+                if script_globals:
+                    aliases.setdefault(p, set()).add("")
+
+    @staticmethod
+    def _js_reexport_importers(
+        index: Indexed,
+        queries: str,
+        name: str,
+        barrels: list[str],
+        visible: dict[str, int],
+        aliases: dict[str, set[str]],
+    ) -> None:
+        """Files that get `name` through barrels (`export * from`, `export { name } from`), a few hops deep.
+
+        `barrels`: files that import `name` itself (or everything) from the defining file, so they may re-export
+        it. A file importing `name` (or `*`) from one of them sees the bare name; `import * as ns` sees `ns.name`.
+        """
+        seen = set(barrels) | set(visible)
+        frontier = barrels
+        resolved: dict[tuple[str, str], list[str]] = {}
+        mentioning: dict[str, list[ImportRow]] = {}
+        for _ in range(_JS_REEXPORT_HOPS):
+            further: list[str] = []
+            for via in frontier:
+                stem = posixpath.basename(via).split(".", 1)[0]
+                # An index file is imported by its folder's name (`"./core"`) or as `"./core/index"`.
+                fragments = [stem]
+                if stem == "index" and posixpath.dirname(via):
+                    fragments.insert(0, posixpath.basename(posixpath.dirname(via)))
+                for fragment in fragments:
+                    if fragment not in mentioning:
+                        mentioning[fragment] = index.imports_mentioning(fragment)
+                for imp in dict.fromkeys(i for fragment in fragments for i in mentioning[fragment]):
+                    if imp.path == via or via not in _resolved_import(index, queries, imp, resolved):
+                        continue
+                    if imp.name in (name, "*"):
+                        aliases.setdefault(imp.path, set()).add("")
+                    elif imp.name == "" and imp.alias:
+                        aliases.setdefault(imp.path, set()).add(imp.alias)
+                    else:
+                        continue
+                    visible.setdefault(imp.path, 2)
+                    if imp.path not in seen and imp.name in (name, "*"):
+                        seen.add(imp.path)
+                        further.append(imp.path)
+            frontier = further
 
     def _uses(  # noqa: PLR0912, PLR0915 - one branch per kind of occurrence
         self,
@@ -768,15 +974,20 @@ class CodeNavService:
         ambiguous: bool,
         family_calls: frozenset[str] = frozenset(),
         family_selves: frozenset[str] = frozenset(),
+        receivers: ReceiverTypes | None = None,
     ) -> list[tuple[int, int]]:
         """The occurrences in `path` that can mean `definition`: members through objects, others by name or module.
 
         `ambiguous`: other classes define a member of the same name, so `obj.name` on an object of unknown type
         is not counted; `self.name` in the class (or a subclass) and `Class.name` still are. For a Python method
         with an override hierarchy (_override_family): `Class.name` with a class of `family_calls`, and `self.name`
-        in a class of `family_selves`, count.
+        in a class of `family_selves`, count. `receivers` (Python members): what the file says `obj` of `obj.name` is
+        decides first when it says anything (python_refs.py).
         """
-        member = definition.kind in ("method", "field")
+        # A TypeScript enum member is reached as `Enum.member`, like a class member.
+        member = definition.kind in ("method", "field") or (
+            target.queries == "typescript" and definition.kind == "constant" and bool(definition.container)
+        )
         strict = target.queries in _MEMBERS_THROUGH_OBJECTS
         owner_class = definition.container.split(".")[-1]
         keep: list[tuple[int, int]] = []
@@ -815,6 +1026,15 @@ class CodeNavService:
                     keep.append((line, column))
                 continue
             last = owner.split(".")[-1]
+            evident = (
+                receivers.verdict(path, line, owner, before, method=definition.kind == "method")
+                if receivers is not None
+                else None
+            )
+            if evident is not None:
+                if evident:
+                    keep.append((line, column))
+                continue
             if last in family_calls:
                 keep.append((line, column))  # `Base.name(self)`, `mod.Sub.name`: a class of the override hierarchy
                 continue
@@ -842,9 +1062,44 @@ class CodeNavService:
                 continue
             if last[:1].isupper() and self._other_class_defines(target, owner, definition):
                 continue  # `OtherClass.name`: that class's own member
-            if not ambiguous:
-                keep.append((line, column))
+            if not ambiguous or (
+                target.queries in ("javascript", "typescript") and _names_class(_receiver(last), owner_class)
+            ):
+                keep.append((line, column))  # `block.chunks` in JS/TS: a receiver named like the class
         return keep
+
+    def _python_receivers(
+        self, target: _Target, definition: Symbol
+    ) -> tuple[ReceiverTypes | None, dict[str, list[tuple[int, int, str]]]]:
+        """The receiver rules of a Python member, and the occurrences of the name that can be references.
+
+        A function nested in a function is local to it: only that function's lines can name it. A module-level
+        name is not what a function that binds the same name itself uses.
+        """
+        occurrences = target.index.occurrences(definition.name)
+        if target.queries != "python":
+            return None, occurrences
+        symbols = target.index.symbols_in(target.path)
+        scope = local_scope(symbols, definition)
+        if scope is not None:
+            first, last = scope
+            occurrences = {target.path: [spot for spot in occurrences.get(target.path, []) if first <= spot[0] <= last]}
+        elif not definition.container:
+            # A module-level name used where a function binds the same name itself means that local.
+            for path, spots in occurrences.items():
+                if any(role == "r" for _, _, role in spots):
+                    hidden = set(shadowed(target.index.symbols_in(path), definition.name, spots))
+                    occurrences[path] = [spot for spot in spots if spot not in hidden]
+        if definition.kind not in ("method", "field") or not definition.container:
+            return None, occurrences
+        receivers = ReceiverTypes(
+            target.index,
+            target.language,
+            lambda path: self._lines(target.repo, target.commit, path),
+            definition.name,
+            definition.container.split(".")[-1],
+        )
+        return receivers, occurrences
 
     @staticmethod
     def _in_class_body(target: _Target, line: int, owner_class: str) -> bool:
@@ -1031,6 +1286,29 @@ class CodeNavService:
             if spots:
                 out.append((scope, target.repo, target.commit, file_path, spots))
         return out
+
+
+def _receiver(name: str) -> str:
+    """A receiver's name as a class name would read it, lower-cased: `block_`, `_block` and `$block` → `block`."""
+    return name.strip("_$").lower()
+
+
+def _names_class(receiver: str, cls: str) -> bool:
+    """Whether a receiver (as `_receiver` reads it) is named like class `cls`: `atom` for Atom, or for IAtom
+    (TypeScript's interface prefix)."""
+    lowered = cls.lower()
+    return bool(receiver) and (receiver == lowered or (cls[:2].isupper() and cls[0] == "I" and receiver == lowered[1:]))
+
+
+def _resolved_import(index: Indexed, queries: str, imp: ImportRow, memo: dict[tuple[str, str], list[str]]) -> list[str]:
+    """The files an import names. A JS/TS module spelling means the same from every file of a folder (and a
+    project's files import their barrel alike), so those are resolved once per (folder, spelling) in `memo`."""
+    if queries not in ("javascript", "typescript"):
+        return module_files(index, imp.path, queries, imp.module, imp.name)
+    key = (posixpath.dirname(imp.path), imp.module)
+    if key not in memo:
+        memo[key] = module_files(index, imp.path, queries, imp.module)
+    return memo[key]
 
 
 def _provides(tree: pygit2.Tree, queries: str, module: str) -> bool:

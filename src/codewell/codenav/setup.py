@@ -2,11 +2,13 @@
 
 Search calls `CodeNavService.on_indexed` after each new index generation (in its indexing thread), so a
 revision's symbols exist before anyone navigates it, and reads symbol tables through the `SymbolSource`
-interface it defines (search never imports codenav). Removing a repository deletes its symbol indexes.
+interface it defines (search never imports codenav). Removing a repository deletes its symbol indexes and
+its SCIP uploads.
 """
 
 from __future__ import annotations
 
+from codewell.codenav.precise import PreciseService
 from codewell.codenav.service import CodeNavService
 from codewell.repos.service import RepoService
 from codewell.runtime import Runtime
@@ -16,6 +18,7 @@ from codewell.search.service import SearchService
 def setup(runtime: Runtime) -> None:
     nav = runtime.get(CodeNavService)
     runtime.get(RepoService).add_removal_listener(nav.drop)
+    runtime.get(RepoService).add_removal_listener(runtime.get(PreciseService).drop)
     search = runtime.get(SearchService)
     search.add_index_listener(nav.on_indexed)
     search.set_symbol_source(nav)

@@ -13,14 +13,16 @@ import json
 import os
 import sqlite3
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import json5
 import pygit2
 
+from codewell.codenav import native
 from codewell.codenav.extract import MAX_FILE_BYTES, FileSymbols, Symbol, extract
 from codewell.codenav.languages import grammar_of
 
@@ -32,6 +34,8 @@ _SYMLINK = 0o120000
 _BATCH_BYTES = 512 * 1024
 # Below this much source a revision is parsed in the calling process (starting workers costs ~1 s).
 _POOL_MIN_BYTES = 4 << 20
+# Batches handed to the pool and not yet written: enough to keep the workers busy, few enough to bound memory.
+_BATCHES_AHEAD = 8
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -151,72 +155,143 @@ def _tsconfig_paths(data: bytes) -> str:
 def build_index(
     target: Path, mirror: Path, commit: str, meta: dict[str, str], pool: ProcessPoolExecutor | None
 ) -> BuildStats:
-    """Extract every supported file of `commit` and write the index to `target` atomically."""
+    """Extract every supported file of `commit` and write the index to `target` atomically.
+
+    Memory stays bounded on big trees: blobs are read as their batch is handed to the extractor, at most a
+    few batches are in flight in the pool, and each batch's rows are written to SQLite as it comes back (only
+    a few fields per file are kept until the `files` table is written at the end).
+    """
     started = time.monotonic()
     repo = pygit2.Repository(str(mirror))
     tree = repo[commit].peel(pygit2.Tree)
     paths: list[str] = []
-    sources: list[tuple[str, bytes]] = []
+    wanted: list[tuple[str, pygit2.Oid, int, bool]] = []  # path, blob, size, is C
     gomods: list[tuple[str, str]] = []
-    results: list[FileSymbols] = []
+    too_big: list[FileSymbols] = []
     for path, oid in _walk(repo, tree, ""):
         paths.append(path)
-        blob = repo[oid]
-        assert isinstance(blob, pygit2.Blob)
         if path == "go.mod" or path.endswith("/go.mod"):
-            gomods.append((path.rpartition("/")[0], _go_module(blob.data)))
+            gomods.append((path.rpartition("/")[0], _go_module(_blob_data(repo, oid))))
         if path == "tsconfig.json":
-            meta = {**meta, "tsconfig": _tsconfig_paths(blob.data)}
+            meta = {**meta, "tsconfig": _tsconfig_paths(_blob_data(repo, oid))}
         grammar = grammar_of(path)
         if grammar is None:
             continue
-        if blob.size > MAX_FILE_BYTES:
+        size = repo.odb.read_header(oid)[1]
+        if size > MAX_FILE_BYTES:
             # Not even read: recorded as skipped like any other file extraction refuses.
             skipped = f"over {MAX_FILE_BYTES >> 20} MB"
-            results.append(FileSymbols(path, grammar.label, grammar.queries, skipped=skipped, size=blob.size))
+            too_big.append(FileSymbols(path, grammar.label, grammar.queries, skipped=skipped, size=size))
             continue
-        sources.append((path, blob.data))
-    total = sum(len(data) for _, data in sources)
-    if pool is not None and total >= _POOL_MIN_BYTES:
-        for chunk in pool.map(extract_batch, _batches(sources)):
-            results.extend(chunk)
-    else:
-        results.extend(extract_batch(sources))
-    _write(target, paths, results, gomods, {**meta, "commit": commit, "format": str(FORMAT)})
-    parsed = [r for r in results if not r.skipped]
-    not_parsed = [(r.path, r.skipped) for r in results if r.skipped]
-    return BuildStats(len(paths), len(parsed), sum(r.size for r in parsed), not_parsed, time.monotonic() - started)
-
-
-def _write(
-    target: Path, paths: list[str], results: list[FileSymbols], gomods: list[tuple[str, str]], meta: dict[str, str]
-) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)
-    db = sqlite3.connect(tmp)
+        wanted.append((path, oid, size, grammar.queries == "c"))
+    ids = {path: file_id for file_id, path in enumerate(sorted(paths), start=1)}
+    # C goes through the native scanner (tens of MB per second): cheaper here than pickled to a worker and back.
+    # The tree-sitter languages go to the pool when there is enough of them to pay for the workers.
+    fast = native.available()
+    here = [(path, oid) for path, oid, _, is_c in wanted if fast and is_c]
+    elsewhere = [(path, oid) for path, oid, _, is_c in wanted if not (fast and is_c)]
+    slow_bytes = sum(size for _, _, size, is_c in wanted if not (fast and is_c))
+    if pool is None or slow_bytes < _POOL_MIN_BYTES:
+        here, elsewhere = here + elsewhere, []
+    writer = _Writer(target, ids)
     try:
-        db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + _SCHEMA)
-        by_path = {r.path: r for r in results}
-        ids: dict[str, int] = {}
-        rows = []
-        for file_id, path in enumerate(sorted(paths), start=1):
-            ids[path] = file_id
-            r = by_path.get(path)
-            rows.append(
-                (
-                    file_id,
-                    path,
-                    r.language if r else "",
-                    r.queries if r else "",
-                    r.package if r else "",
-                    r.skipped if r else "",
-                    r.size if r else 0,
-                    path.rpartition("/")[2],
-                )
-            )
-        db.executemany("INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
-        db.executemany(
+        writer.add(too_big)
+        farmed = _Farmed(pool, _batches(_read(repo, elsewhere))) if pool is not None else None
+        for batch in _batches(_read(repo, here)):
+            writer.add([extract(path, data, file_id=ids[path]) for path, data in batch])
+            if farmed is not None:
+                for chunk in farmed.ready():
+                    writer.add(chunk)
+        if farmed is not None:
+            for chunk in farmed.rest():
+                writer.add(chunk)
+        writer.finish(gomods, {**meta, "commit": commit, "format": str(FORMAT)})
+    finally:
+        writer.close()
+    return BuildStats(len(paths), writer.parsed, writer.parsed_bytes, writer.skipped, time.monotonic() - started)
+
+
+def _read(repo: pygit2.Repository, files: list[tuple[str, pygit2.Oid]]) -> Iterator[tuple[str, bytes]]:
+    """(path, content) of `files`, each blob read when the consumer gets to it."""
+    for path, oid in files:
+        yield path, _blob_data(repo, oid)
+
+
+def _blob_data(repo: pygit2.Repository, oid: pygit2.Oid) -> bytes:
+    blob = repo[oid]
+    assert isinstance(blob, pygit2.Blob)
+    return blob.data
+
+
+class _Farmed:
+    """Batches extracted in the pool, in order, with at most _BATCHES_AHEAD submitted and not yet taken.
+
+    `Executor.map` would submit every batch at once, holding every blob of the tree in memory.
+    """
+
+    def __init__(self, pool: ProcessPoolExecutor, batches: Iterator[list[tuple[str, bytes]]]) -> None:
+        self.pool = pool
+        self.batches = batches
+        self.pending: deque[Future[list[FileSymbols]]] = deque()
+        self._top_up()
+
+    def _top_up(self) -> None:
+        while len(self.pending) < _BATCHES_AHEAD:
+            batch = next(self.batches, None)
+            if batch is None:
+                return
+            self.pending.append(self.pool.submit(extract_batch, batch))
+
+    def ready(self) -> Iterator[list[FileSymbols]]:
+        """The results finished by now (the workers keep going meanwhile)."""
+        while self.pending and self.pending[0].done():
+            yield self.pending.popleft().result()
+            self._top_up()
+
+    def rest(self) -> Iterator[list[FileSymbols]]:
+        while self.pending:
+            yield self.pending.popleft().result()
+            self._top_up()
+
+
+class _Writer:
+    """Writes one index file: extraction results batch by batch, then the files table and indexes."""
+
+    def __init__(self, target: Path, ids: dict[str, int]) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        self.target = target
+        self.tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+        self.tmp.unlink(missing_ok=True)
+        self.ids = ids
+        # path -> (language, queries, package, skipped, size): what the files table needs at the end
+        self.files: dict[str, tuple[str, str, str, str, int]] = {}
+        self.parsed = 0
+        self.parsed_bytes = 0
+        self.skipped: list[tuple[str, str]] = []
+        self.done = False
+        self.db = sqlite3.connect(self.tmp)
+        self.db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + _SCHEMA)
+
+    def add(self, results: list[FileSymbols]) -> None:
+        ids = self.ids
+        for r in results:
+            self.files[r.path] = (r.language, r.queries, r.package, r.skipped, r.size)
+            if r.skipped:
+                self.skipped.append((r.path, r.skipped))
+            else:
+                self.parsed += 1
+                self.parsed_bytes += r.size
+        # Rows the native C scanner built ready for the tables: inserted as they are.
+        ready: list[native.SymbolRow] = []
+        ready_occurrences: list[native.OccurrenceRow] = []
+        for r in results:
+            if r.symbol_rows is not None:
+                ready.extend(r.symbol_rows)
+            if r.occurrence_rows is not None:
+                ready_occurrences.extend(r.occurrence_rows)
+        self.db.executemany("INSERT INTO symbols VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", ready)
+        self.db.executemany("INSERT INTO occurrences VALUES (?, ?, ?)", ready_occurrences)
+        self.db.executemany(
             "INSERT INTO symbols VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 (
@@ -237,22 +312,39 @@ def _write(
                 for s in r.symbols
             ),
         )
-        db.executemany("INSERT INTO occurrences VALUES (?, ?, ?)", _occurrence_rows(results, ids))
-        db.executemany(
+        self.db.executemany("INSERT INTO occurrences VALUES (?, ?, ?)", _occurrence_rows(results, ids))
+        self.db.executemany(
             "INSERT INTO imports VALUES (?, ?, ?, ?, ?)",
             ((ids[r.path], i.module, i.name, i.alias, i.line) for r in results for i in r.imports),
         )
-        db.executemany("INSERT INTO gomods VALUES (?, ?)", gomods)
-        db.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
-        db.executescript(_INDEXES)
-        db.commit()
-    finally:
-        db.close()
-    os.replace(tmp, target)
+
+    def finish(self, gomods: list[tuple[str, str]], meta: dict[str, str]) -> None:
+        """The files table, go.mod modules, meta and the indexes; then the file replaces `target`."""
+        rows = []
+        for path, file_id in self.ids.items():
+            language, queries, package, skipped, size = self.files.get(path, ("", "", "", "", 0))
+            rows.append((file_id, path, language, queries, package, skipped, size, path.rpartition("/")[2]))
+        rows.sort()
+        self.db.executemany("INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        self.db.executemany("INSERT INTO gomods VALUES (?, ?)", gomods)
+        self.db.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
+        self.db.executescript(_INDEXES)
+        self.db.commit()
+        self.db.close()
+        os.replace(self.tmp, self.target)
+        self.done = True
+
+    def close(self) -> None:
+        """Drops the half-written file when `finish` did not run (an extraction failed)."""
+        if not self.done:
+            self.db.close()
+            self.tmp.unlink(missing_ok=True)
 
 
 def _occurrence_rows(results: list[FileSymbols], ids: dict[str, int]) -> Iterator[tuple[str, int, str]]:
     for r in results:
+        if r.occurrence_rows is not None:
+            continue  # inserted as they are (_Writer.add)
         grouped: dict[str, list[str]] = {}
         for o in r.occurrences:
             grouped.setdefault(o.name, []).append(f"{o.line}:{o.column}:{o.role}")

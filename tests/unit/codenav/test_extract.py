@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from codewell.codenav import extract as extract_module
+from codewell.codenav import native
 from codewell.codenav.extract import MAX_LINE_CHARS, extract
 from codewell.codenav.imports import Import
 from tests.unit.codenav.fixtures import SOURCES
@@ -264,6 +265,8 @@ def test_parse_cut_off_at_the_deadline_is_skipped_not_raised(monkeypatch: pytest
     # file is reported as skipped instead of failing the whole revision's extraction.
     source = "".join(f"int f{i}(int x) {{ return x + {i}; }}\n" for i in range(20000)).encode()
     assert len(source) > 256 * 1024
+    # C goes through the native scanner (linear, no deadline) when it is built: this is the tree-sitter path.
+    monkeypatch.setattr(native, "ENABLED", False)
     monkeypatch.setattr(extract_module, "PARSE_SECONDS", -1.0)
     found = extract("big.c", source)
     assert found.skipped == "parsing took over -1 s"

@@ -19,6 +19,8 @@
   left: (member_expression object: (identifier) @_exports property: (property_identifier) @name)
   right: [(arrow_function) (function_expression)]
   (#eq? @_exports "exports")) @definition.function
+; The members of a default-exported object (`export default { invalid_binding: (x) => ... }`), reached as `errors.name`.
+(export_statement value: (object (pair key: (property_identifier) @name) @definition.field))
 (identifier) @reference
 (property_identifier) @reference
 (private_property_identifier) @reference

@@ -20,6 +20,10 @@
 (program (variable_declaration (variable_declarator name: (identifier) @name) @definition.variable))
 (program (export_statement declaration: (lexical_declaration (variable_declarator name: (identifier) @name) @definition.variable)))
 (program (export_statement declaration: (variable_declaration (variable_declarator name: (identifier) @name) @definition.variable)))
+(program (ambient_declaration (lexical_declaration (variable_declarator name: (identifier) @name) @definition.variable)))
+(program (ambient_declaration (variable_declaration (variable_declarator name: (identifier) @name) @definition.variable)))
+; The members of a default-exported object (`export default { invalid_binding: (x) => ... }`), reached as `errors.name`.
+(export_statement value: (object (pair key: (property_identifier) @name) @definition.field))
 (identifier) @reference
 (property_identifier) @reference
 (private_property_identifier) @reference

@@ -1,0 +1,439 @@
+"""Python find_references: what the receiver of `obj.name` evidently is, from its file alone (no inference).
+
+A language server without type inference still reads what the code states next to a use: `obj = Parser()` or a
+parameter `obj: Parser` in the same function, `self.obj = Parser()` in the same class, a literal (`obj = {}`), or
+`super().name` inside a subclass. ReceiverTypes turns that into a verdict for one definition of a member: the
+receiver is evidently an instance of the definition's class (or of a subclass that inherits the member), evidently
+something else (another class of the repository, a class the repository does not define, a built-in literal), or
+unknown, in which case the caller's name-based rules decide. Nothing here names a library or a project.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from codewell.codenav.extract import Symbol
+from codewell.codenav.resolve import module_files
+from codewell.codenav.store import Indexed
+
+__all__ = ["ReceiverTypes", "local_scope", "shadowed"]
+
+# `super().name`, `super(Class, self).name`: the member as the next class up the hierarchy defines it.
+_SUPER = re.compile(r"\bsuper\s*\([^()]*\)\s*\.\s*$")
+# The base classes on a class header line: `class Name(Base, mod.Other, metaclass=M):`.
+_CLASS_BASES = re.compile(r"^\s*class\s+\w+\s*\(([^)]*)\)")
+# `name = value`, `name: T = value` (the start of an assignment's text).
+_ASSIGNED = re.compile(r"^([A-Za-z_]\w*)\s*(?::\s*([^=]+?)\s*)?=(?!=)\s*(.+)$", re.DOTALL)
+# `self.attr = value` / `cls.attr: T = value` anywhere on a line of a class.
+_SELF_ASSIGNED = r"^\s*(?:self|cls)\.{attr}\s*(?::\s*[^=]+?)?=(?!=)\s*(.+)$"
+# A call at the start of an expression: `Parser(...)`, `mod.Parser(...)`.
+_CALL = re.compile(r"^([A-Za-z_][\w.]*)\s*\(")
+# A parameter's annotation right after its name: `obj: Parser`, `obj: "Parser"`, `obj: mod.Parser | None`.
+_ANNOTATION = re.compile(r"^\s*:\s*['\"]?([A-Za-z_][\w.]*)")
+_LITERAL_STARTS = ("{", "[", "'", '"', "f'", 'f"', "b'", 'b"', "r'", 'r"')
+# Annotations that wrap the type rather than name it.
+_WRAPPERS = frozenset({"Optional", "typing.Optional", "Union", "typing.Union", "Final", "typing.Final"})
+_MAX_ANCESTORS = 50
+# `module.attribute` as an assigned value (`root = logging.root`).
+_MODULE_ATTRIBUTE = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*\.[A-Za-z_]\w*$")
+# Lines looked at for the assignments of one attribute name across the repository.
+_MAX_ASSIGNMENTS = 200
+
+
+def local_scope(symbols: list[Symbol], definition: Symbol) -> tuple[int, int] | None:
+    """The lines of the function a definition is local to (a function nested in a function), else None."""
+    if not definition.container:
+        return None
+    for s in symbols:
+        qualified = f"{s.container}.{s.name}" if s.container else s.name
+        if (
+            s.kind in ("function", "method")
+            and qualified == definition.container
+            and s.def_line <= definition.def_line <= s.def_end_line
+        ):
+            return s.def_line, s.def_end_line
+    return None
+
+
+def shadowed(symbols: list[Symbol], name: str, spots: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """The plain uses among `spots` (role "r") that are inside a function binding `name` itself (a parameter, a
+    local variable, a nested definition): there the name means that local, not a module-level definition."""
+    binders = [
+        (s.def_line, s.def_end_line)
+        for s in symbols
+        if s.kind in ("function", "method")
+        and any(
+            b.name == name and b.container == (f"{s.container}.{s.name}" if s.container else s.name) for b in symbols
+        )
+    ]
+    if not binders:
+        return []
+    return [spot for spot in spots if spot[2] == "r" and any(first <= spot[0] <= last for first, last in binders)]
+
+
+@dataclass(frozen=True, slots=True)
+class _Evidence:
+    """What a binding says about a receiver: a class (by its last dotted name), something else, or nothing."""
+
+    cls: str = ""  # "Parser" of `Parser()` / `mod.Parser()` / `obj: Parser`
+    other: bool = False  # a literal: no instance of a repository class
+    untyped: bool = False  # a parameter (or loop or `with` target) without annotation: its type is not known
+    neutral: bool = False  # `obj = None`: says nothing either way
+
+
+@dataclass
+class ReceiverTypes:
+    """Verdicts on `receiver.name` for one Python member definition (one find_references call)."""
+
+    index: Indexed
+    language: str
+    read_lines: Callable[[str], list[str]]
+    name: str  # the member's name
+    owner_class: str  # the class defining it (last dotted name)
+    _symbols: dict[str, list[Symbol]] = field(default_factory=dict)
+    _lines: dict[str, list[str]] = field(default_factory=dict)
+    _classes: dict[str, list[tuple[str, Symbol]]] = field(default_factory=dict)
+    _definers: set[str] | None = None
+    _anywhere: dict[str, list[_Evidence] | None] = field(default_factory=dict)
+
+    def verdict(self, path: str, line: int, receiver: str, before: str, *, method: bool) -> bool | None:
+        """Whether `receiver.name` on `line` of `path` means this definition: True, False, or None (unknown).
+
+        `receiver` is the dotted chain before the name (`obj`, `self.obj`); `before` the line's text up to the name;
+        `method`: the definition is a method (or property), not a data attribute.
+        """
+        if method and self._stored(path, line, before):
+            return False  # `obj.name = value` makes an instance attribute; a method is not assigned to
+        if _SUPER.search(before):
+            cls = self._enclosing_class(path, line)
+            return None if cls is None else self._inherited_from(cls.name, skip_self=True) == self.owner_class
+        parts = receiver.split(".")
+        if len(parts) == 1 and parts[0] in ("self", "cls"):
+            return self._self_verdict(path, line)
+        if len(parts) == 1 and parts[0] and self._imports_module_or_foreign_class(path, parts[0]):
+            return False  # `module.name`, `LibraryClass.name`: not a member of a class of this repository
+        if parts[-1][:1].isupper() and self._class_rows(parts[-1]):
+            return self._class_access(parts[-1])
+        if len(parts) == 1 and parts[0]:
+            evidence = self._local_bindings(path, line, parts[0])
+        elif len(parts) == 2 and parts[0] in ("self", "cls"):
+            evidence = self._attribute_bindings(path, line, parts[1]) or self._attribute_anywhere(parts[1])
+        else:
+            evidence = self._attribute_anywhere(parts[-1])  # `obj.attr.name`: what `self.attr = ...` says anywhere
+        return self._judge(evidence)
+
+    # --- evidence ------------------------------------------------------------------------------------------
+
+    def _file_symbols(self, path: str) -> list[Symbol]:
+        if path not in self._symbols:
+            self._symbols[path] = self.index.symbols_in(path)
+        return self._symbols[path]
+
+    def _file_lines(self, path: str) -> list[str]:
+        if path not in self._lines:
+            self._lines[path] = self.read_lines(path)
+        return self._lines[path]
+
+    def _enclosing_class(self, path: str, line: int) -> Symbol | None:
+        inside = [s for s in self._file_symbols(path) if s.kind == "class" and s.def_line <= line <= s.def_end_line]
+        return max(inside, key=lambda s: s.def_line) if inside else None
+
+    def _local_bindings(self, path: str, line: int, variable: str) -> list[_Evidence] | None:
+        """What the bindings of `variable` in the innermost scope that binds it (function, then module) say."""
+        symbols = self._file_symbols(path)
+        scopes = [
+            (f"{s.container}.{s.name}" if s.container else s.name)
+            for s in symbols
+            if s.kind in ("function", "method") and s.def_line <= line <= s.def_end_line
+        ]
+        for scope in [*reversed(scopes), ""]:
+            bindings = [s for s in symbols if s.name == variable and s.kind == "variable" and s.container == scope]
+            if bindings:
+                return [self._binding_evidence(path, b) for b in bindings]
+            if scope and any(s.name == variable and s.container == scope for s in symbols):
+                return None  # bound by something else there (a nested function or class): not a value we can read
+        return None
+
+    def _binding_evidence(self, path: str, binding: Symbol, depth: int = 1) -> _Evidence:
+        lines = self._file_lines(path)
+        if binding.line > len(lines):
+            return _Evidence()
+        text = lines[binding.line - 1].encode()
+        after = text[binding.end_column - 1 :].decode("utf-8", "replace")
+        start = text[binding.def_column - 1 :].decode("utf-8", "replace")
+        if (binding.def_end_line, binding.def_end_column) == (binding.end_line, binding.end_column):
+            # A parameter (or a `for`/`with` target): only an annotation says what it holds. Without one, a
+            # language server without inference does not know its type either, so its members are not linked.
+            annotation = _ANNOTATION.match(after)
+            if annotation is None:
+                return _Evidence(untyped=True)
+            return _Evidence(cls=_annotated_class(annotation.group(1), after))
+        assigned = _ASSIGNED.match(start)
+        if assigned is None or assigned.group(1) != binding.name:
+            return _Evidence()  # `a, b = ...`, augmented assignments: nothing evident
+        if assigned.group(2):
+            return _Evidence(cls=_annotated_class(assigned.group(2).strip("'\" "), assigned.group(2)))
+        value = assigned.group(3).strip()
+        if _MODULE_ATTRIBUTE.match(value) and depth > 0:
+            return self._module_attribute(path, value, depth - 1)
+        return _value_evidence(value)
+
+    def _module_attribute(self, path: str, value: str, depth: int) -> _Evidence:
+        """`mod.attr` with `mod` an import of a module of the repository: what that module assigns to `attr`."""
+        alias, attribute = value.rsplit(".", 1)
+        for imp in self.index.imports_of(path):
+            if imp.name != "" or alias not in (imp.alias, imp.module):
+                continue
+            # `import a.b` binds `a` (the package, unless `a.b.attr` is written out); `import a.b as m` binds a.b.
+            aliased = imp.alias != imp.module.split(".")[0]
+            module = imp.module if alias == imp.module or aliased else alias
+            for where in module_files(self.index, path, "python", module):
+                bindings = [
+                    s
+                    for s in self._file_symbols(where)
+                    if s.name == attribute and s.kind in ("variable", "constant") and not s.container
+                ]
+                if len(bindings) == 1:
+                    return self._binding_evidence(where, bindings[0], depth)
+        return _Evidence()
+
+    def _attribute_bindings(self, path: str, line: int, attribute: str) -> list[_Evidence] | None:
+        """What `self.attribute = value` lines of the enclosing class say, or else of its nearest base that has some."""
+        cls = self._enclosing_class(path, line)
+        if cls is None:
+            return None
+        pattern = re.compile(_SELF_ASSIGNED.format(attr=re.escape(attribute)))
+        todo, seen = [(path, cls)], {cls.name}
+        while todo and len(seen) < _MAX_ANCESTORS:
+            where, current = todo.pop(0)
+            lines = self._file_lines(where)
+            found = []
+            for number in range(current.def_line, min(current.def_end_line, len(lines)) + 1):
+                assigned = pattern.match(lines[number - 1])
+                if assigned:
+                    found.append(_value_evidence(assigned.group(1)))
+            if found:
+                return found
+            for base in self._bases(where, current):
+                if base not in seen:
+                    seen.add(base)
+                    todo.extend(self._class_rows(base)[:1])
+        return None
+
+    def _attribute_anywhere(self, attribute: str) -> list[_Evidence] | None:
+        """What every `self.attribute = value` of the repository says (the attribute's type by its name)."""
+        if attribute in self._anywhere:
+            return self._anywhere[attribute]
+        pattern = re.compile(_SELF_ASSIGNED.format(attr=re.escape(attribute)))
+        found: list[_Evidence] = []
+        looked = 0
+        for where, spots in self.index.occurrences(attribute).items():
+            if looked > _MAX_ASSIGNMENTS:
+                found = []  # too common a name to tell
+                break
+            lines = self._file_lines(where)
+            for number in {line for line, _, role in spots if role in ("m", "d")}:
+                looked += 1
+                assigned = pattern.match(lines[number - 1]) if number <= len(lines) else None
+                if assigned:
+                    found.append(_value_evidence(assigned.group(1)))
+        self._anywhere[attribute] = found or None
+        return self._anywhere[attribute]
+
+    def _self_verdict(self, path: str, line: int) -> bool | None:
+        """`self.name` in a subclass that overrides the member (itself or a class between): that override, not ours;
+        in a class that neither defines, inherits nor passes down a member of that name: another object's attribute.
+        """
+        cls = self._enclosing_class(path, line)
+        if cls is None or cls.name == self.owner_class:
+            return None
+        used = self._inherited_from(cls.name, skip_self=False)
+        if used is None:
+            return False if cls.name not in self._ancestors(self.owner_class) else None
+        if used == self.owner_class:
+            return None
+        return False if self.owner_class in self._ancestors(cls.name) else None
+
+    def _class_access(self, cls: str) -> bool | None:
+        """`Class.name` with a class of the repository: ours when Class is the definition's class or inherits the
+        member from it, not when Class is unrelated to it (neither a base nor a subclass)."""
+        if cls == self.owner_class:
+            return True
+        if self.owner_class in self._ancestors(cls):
+            # A subclass's own override (or a class's between) is left to the override hierarchy rules.
+            return True if self._inherited_from(cls, skip_self=False) == self.owner_class else None
+        if cls in self._ancestors(self.owner_class):
+            return None  # a base's own member, or the declaration that the override hierarchy rules link
+        return False
+
+    def _stored(self, path: str, line: int, before: str) -> bool:
+        """Whether the member access ending `before` on `line` is assigned to (`obj.name = value`)."""
+        lines = self._file_lines(path)
+        if line > len(lines):
+            return False
+        text = lines[line - 1]
+        rest = text[len(before) :] if text.startswith(before) else ""
+        return re.match(rf"{re.escape(self.name)}\s*=(?!=)", rest) is not None
+
+    def _imports_module_or_foreign_class(self, path: str, bound: str) -> bool:
+        """Whether `bound` is a file's import of a module of the repository, or of a class the repository lacks."""
+        for imp in self.index.imports_of(path):
+            if imp.alias != bound or imp.name in ("", "*"):
+                continue  # `import a.b` binds a module too, but the caller already sets those apart
+            module = imp.module + imp.name if imp.module.endswith(".") else f"{imp.module}.{imp.name}"
+            if module_files(self.index, path, "python", module):
+                return True
+            bare = imp.name.lstrip("_")
+            if bare[:1].isupper() and not bare.isupper() and not self._class_rows(imp.name):
+                return True
+        return False
+
+    # --- judgement -----------------------------------------------------------------------------------------
+
+    def _judge(self, evidence: list[_Evidence] | None) -> bool | None:
+        if not evidence:
+            return None
+        verdicts: set[bool] = set()
+        for e in evidence:
+            if e.neutral:
+                continue
+            if e.other or e.untyped:
+                verdicts.add(False)
+            elif e.cls:
+                judged = self._class_verdict(e.cls)
+                if judged is None:
+                    return None
+                verdicts.add(judged)
+            else:
+                return None  # one binding of unknown value: the receiver may be anything
+        return verdicts.pop() if len(verdicts) == 1 else None
+
+    def _class_verdict(self, cls: str) -> bool | None:
+        if cls == self.owner_class:
+            return True
+        if self._class_rows(cls):
+            # A subclass that inherits the member; a base's instance runs the base's own (unlike `Base.name(self)`).
+            return self._inherited_from(cls, skip_self=False) == self.owner_class
+        if self.index.symbols_named(cls):
+            return None  # a function or a variable of that name: its call returns who knows what
+        # A class the repository does not define (a library's, a built-in's): its members are not this one.
+        return False
+
+    def _class_rows(self, name: str) -> list[tuple[str, Symbol]]:
+        if name not in self._classes:
+            self._classes[name] = [
+                (r.path, r.symbol)
+                for r in self.index.symbols_named(name)
+                if r.symbol.kind == "class" and r.language == self.language
+            ]
+        return self._classes[name]
+
+    def _bases(self, path: str, cls: Symbol) -> list[str]:
+        lines = self._file_lines(path)
+        header = lines[cls.def_line - 1] if cls.def_line <= len(lines) else ""
+        found = _CLASS_BASES.search(header)
+        if not found:
+            return []
+        return [b.strip().split(".")[-1] for b in found.group(1).split(",") if b.strip() and "=" not in b]
+
+    def _member_definers(self) -> set[str]:
+        if self._definers is None:
+            self._definers = {
+                r.symbol.container.split(".")[-1]
+                for r in self.index.symbols_named(self.name)
+                if r.symbol.kind in ("method", "field", "variable")
+                and r.symbol.container
+                and r.language == self.language
+                and "." not in r.symbol.container
+            }
+        return self._definers
+
+    def _ancestors(self, cls: str) -> set[str]:
+        found: set[str] = set()
+        todo = [cls]
+        while todo and len(found) < _MAX_ANCESTORS:
+            for path, symbol in self._class_rows(todo.pop())[:1]:
+                for base in self._bases(path, symbol):
+                    if base not in found:
+                        found.add(base)
+                        todo.append(base)
+        return found
+
+    def _inherited_from(self, cls: str, *, skip_self: bool) -> str | None:
+        """The class whose member `name` an instance of `cls` uses (depth-first over bases, like a simple MRO)."""
+        definers = self._member_definers()
+        seen: set[str] = set()
+
+        def walk(current: str, include: bool) -> str | None:
+            if current in seen or len(seen) >= _MAX_ANCESTORS:
+                return None
+            seen.add(current)
+            if include and current in definers:
+                return current
+            for path, symbol in self._class_rows(current)[:1]:
+                for base in self._bases(path, symbol):
+                    found = walk(base, True)
+                    if found:
+                        return found
+            return None
+
+        return walk(cls, not skip_self)
+
+
+def _annotated_class(annotation: str, text: str) -> str:
+    """The class an annotation names (`Parser`, `mod.Parser`, `Optional[Parser]`), "" when it names none."""
+    if annotation in _WRAPPERS:
+        inner = re.search(r"\[\s*['\"]?([A-Za-z_][\w.]*)", text)
+        annotation = inner.group(1) if inner else ""
+    last = annotation.split(".")[-1]
+    return last if last[:1].isupper() else ""
+
+
+def _value_evidence(value: str) -> _Evidence:
+    """What an assigned value says: `Parser(...)` a class, a literal something else, `None` nothing."""
+    parts = [p.strip() for p in re.split(r"\s+or\s+", value.strip().rstrip("\\").strip())]
+    evidence = [_one_value(p) for p in parts if p and p != "None"]
+    if not evidence:
+        return _Evidence(neutral=True)
+    if len(evidence) == 1 or len(set(evidence)) == 1:
+        return evidence[0]
+    return _Evidence()
+
+
+def _one_value(value: str) -> _Evidence:
+    if value.startswith(_LITERAL_STARTS) or value[:1].isdigit():
+        return _Evidence(other=True)
+    call = _CALL.match(value)
+    if call and _call_is_whole(value, call.end() - 1):
+        callee = call.group(1).split(".")[-1]
+        bare = callee.lstrip("_")
+        # A call of a CapWords name constructs that class (PEP 8 names classes so; functions are lower case).
+        if bare[:1].isupper() and not bare.isupper():
+            return _Evidence(cls=callee)
+    return _Evidence()
+
+
+def _call_is_whole(value: str, opening: int) -> bool:
+    """Whether the parenthesis at `opening` closes at the end of `value` (or the line ends inside it).
+
+    `Parser(a)` is an instance of Parser; `Parser(a).build()` or `Parser(a) + 1` is whatever follows made of it.
+    """
+    depth = 0
+    quote = ""
+    for i in range(opening, len(value)):
+        c = value[i]
+        if quote:
+            if c == quote and value[i - 1] != "\\":
+                quote = ""
+        elif c in "'\"":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                rest = value[i + 1 :].strip()
+                return not rest or rest.startswith("#")
+    return True  # the arguments go on over the next lines

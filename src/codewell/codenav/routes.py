@@ -1,0 +1,82 @@
+"""REST API of precise code navigation, for CI pipelines.
+
+POST /.api/codeintel/upload?repo=R&commit=C   body: the index.scip bytes (any content type)
+
+    curl -X POST -H "Authorization: token $TOKEN" --data-binary @index.scip \
+        "$CODEWELL/.api/codeintel/upload?repo=github.com/acme/app&commit=$GIT_COMMIT"
+
+Site admins only (a token of one). Answers the upload's summary as JSON; 400 for a body that is not a SCIP
+index (nothing is stored then), for a commit the mirror does not have, or for a body over the size limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from codewell.authz import Action
+from codewell.codenav.precise import PreciseService
+from codewell.codenav.scip import MAX_INDEX_BYTES
+from codewell.core.errors import InvalidInput
+from codewell.http.guards import require
+from codewell.http.requests import runtime_of
+from codewell.runtime import Runtime
+
+_PARAMS = {"repo", "commit"}
+
+
+def _too_big(size: int, limit: int) -> InvalidInput:
+    return InvalidInput(
+        f"the SCIP index is over the {limit >> 20} MB limit of one upload ({size >> 20} MB or more)",
+        hint="index a smaller part of the repository",
+    )
+
+
+async def _body(request: Request, limit: int) -> bytes:
+    """The request body, read in chunks and refused as soon as it passes `limit` (never held whole beyond it)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise _too_big(int(declared), limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_big(size, limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def upload(request: Request) -> Response:
+    # The permission first: a refused caller's body is never read.
+    actor = require(request, Action.REPOS_MANAGE)
+    for key in request.query_params:
+        if key not in _PARAMS:
+            raise InvalidInput(f"unknown parameter `{key}`", hint="allowed: commit, repo")
+    repo = request.query_params.get("repo", "")
+    commit = request.query_params.get("commit", "")
+    if not repo or not commit:
+        raise InvalidInput("repo and commit are required", hint="e.g. ?repo=github.com/acme/app&commit=<sha>")
+    service = runtime_of(request).get(PreciseService)
+    data = await _body(request, min(service.max_bytes, MAX_INDEX_BYTES))
+    # Parsing and storing are blocking (protobuf, git, the database): a worker thread.
+    summary = await asyncio.to_thread(service.upload, actor, repo, commit, data)
+    return JSONResponse(
+        {
+            "repo": summary.repo,
+            "commit": summary.commit,
+            "tool": summary.tool,
+            "documents": summary.documents,
+            "occurrences": summary.occurrences,
+            "replaced": summary.replaced,
+            "missingFiles": summary.missing_files[:100],
+            "skippedOccurrences": summary.skipped_occurrences,
+        }
+    )
+
+
+def routes(runtime: Runtime) -> list[BaseRoute]:
+    return [Route("/.api/codeintel/upload", upload, methods=["POST"])]
