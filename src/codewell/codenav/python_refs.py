@@ -5,7 +5,9 @@ parameter `obj: Parser` in the same function, `self.obj = Parser()` in the same 
 `super().name` inside a subclass. ReceiverTypes turns that into a verdict for one definition of a member: the
 receiver is evidently an instance of the definition's class (or of a subclass that inherits the member), evidently
 something else (another class of the repository, a class the repository does not define, a built-in literal), or
-unknown, in which case the caller's name-based rules decide. Nothing here names a library or a project.
+unknown, in which case the caller's name-based rules decide. Also the scope rules: a function nested in a
+function is seen only there (local_scope), and a function binding a module-level name itself hides it (shadowed).
+Nothing here names a library or a project.
 """
 
 from __future__ import annotations
@@ -60,13 +62,11 @@ def local_scope(symbols: list[Symbol], definition: Symbol) -> tuple[int, int] | 
 def shadowed(symbols: list[Symbol], name: str, spots: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
     """The plain uses among `spots` (role "r") that are inside a function binding `name` itself (a parameter, a
     local variable, a nested definition): there the name means that local, not a module-level definition."""
+    scopes = {b.container for b in symbols if b.name == name and b.container}
     binders = [
         (s.def_line, s.def_end_line)
         for s in symbols
-        if s.kind in ("function", "method")
-        and any(
-            b.name == name and b.container == (f"{s.container}.{s.name}" if s.container else s.name) for b in symbols
-        )
+        if s.kind in ("function", "method") and (f"{s.container}.{s.name}" if s.container else s.name) in scopes
     ]
     if not binders:
         return []

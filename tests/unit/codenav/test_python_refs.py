@@ -272,3 +272,32 @@ def test_a_function_binding_the_name_itself_shadows_the_import(
     register_local_repo(runtime, make_repo(tmp_path / "web", QUOTING), "acme/web")
     # The import and the call count; split_header's parameter `quote` hides the imported function there.
     assert refs(nav, "acme/web", "web/parse.py", "quote") == [("web/request.py", 1), ("web/request.py", 5)]
+
+
+CACHE = {
+    "cache/store.py": (
+        "from typing import Optional\n"  # 1
+        "\n"
+        "\n"
+        "class Store:\n"
+        "    def evict(self, key):\n"  # 5
+        "        return key\n"
+        "\n"
+        "\n"
+        "def purge(store: Optional[Store], keys):\n"
+        "    for key in keys:\n"  # 10
+        "        store.evict(key)\n"
+        "\n"
+        "\n"
+        "def purge_local(keys):\n"
+        "    store = {}\n"  # 15
+        "    for key in keys:\n"
+        "        store.evict(key)\n"
+    ),
+}
+
+
+def test_wrapped_annotation_and_literal_values(runtime: Runtime, nav: CodeNavService, tmp_path: Path) -> None:
+    register_local_repo(runtime, make_repo(tmp_path / "cache", CACHE), "acme/cache")
+    # `Optional[Store]` names Store; `store = {}` is a dict whatever its name.
+    assert refs(nav, "acme/cache", "cache/store.py", "Store.evict") == [("cache/store.py", 11)]
