@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Self
 import pygit2
 
 from codewell.codenav.extract import Symbol
+from codewell.codenav.js_scopes import destructured_members, shadowed_uses
+from codewell.codenav.jsdoc import JsDocTypes
 from codewell.codenav.languages import grammar_of
 from codewell.codenav.precise import PreciseService
 from codewell.codenav.python_refs import ReceiverTypes, local_scope, shadowed
@@ -95,6 +97,8 @@ _JS_BUILTIN_MEMBER_NAMES = """
 """
 _JS_BUILTIN_MEMBERS = frozenset(_JS_BUILTIN_MEMBER_NAMES.split())
 # The dotted (or `::`/`->`) chain right before a member name: `a.b.` in `a.b.name`.
+_JS_SUFFIXES = (".js", ".mjs", ".cjs", ".jsx")  # JavaScript files, where JSDoc types receivers
+_RECEIVER_CHAIN = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*")  # `this`, `obj`, `this.node`
 _QUALIFIER = re.compile(r"([A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*)\s*(?:\.|::|->)\s*$")
 _SCOPES = ("same file", "same package", "same repository", "other repository")
 # The base classes on a Python class header line: `class Name(Base, mod.Other, metaclass=M):`.
@@ -391,7 +395,7 @@ class CodeNavService:
         hits: list[_Hit] = []
         unresolved: list[tuple[str, str]] = []
         if target.queries and not target.skipped:
-            hits = self._js_receiver_member(target, name, qualifier)
+            hits = self._js_jsdoc_member(target, name, qualifier) or self._js_receiver_member(target, name, qualifier)
             hits = hits or self._same_file(target, name, qualifier)
             # A Python local variable of some function is a weaker answer than what the file imports.
             local_only = target.queries == "python" and all(
@@ -476,6 +480,28 @@ class CodeNavService:
                 if deeper:
                     return deeper
         return []
+
+    def _jsdoc_types(self, target: _Target) -> JsDocTypes | None:
+        if target.queries not in ("javascript", "typescript"):
+            return None
+        return JsDocTypes(
+            lambda path: self._lines(target.repo, target.commit, path),
+            target.index.symbols_in,
+            lambda path, module: module_files(target.index, path, "javascript", module),
+        )
+
+    def _js_jsdoc_member(self, target: _Target, name: str, qualifier: list[str]) -> list[_Hit]:
+        """JavaScript `obj.name` where JSDoc says what `obj` is (`@param {import('./x.js').T} obj`): jsdoc.py."""
+        types = self._jsdoc_types(target)
+        if types is None or target.queries != "javascript" or not qualifier or self._alias_bound(target, qualifier[0]):
+            return []
+        found = types.member(target.path, qualifier, name)
+        if found is None:
+            return []
+        path, symbol = found
+        grammar = grammar_of(path)
+        row = SymbolRow(path, grammar.label if grammar else target.language, symbol)
+        return [_Hit(target.repo, target.commit, row, SYNTACTIC, "member of its JSDoc type")]
 
     def _js_receiver_member(self, target: _Target, name: str, qualifier: list[str]) -> list[_Hit]:
         """JS/TS `block.name`: a member of a class named like its receiver (`Block`), nearest file first.
@@ -758,6 +784,8 @@ class CodeNavService:
         }
         family_calls, family_selves = self._override_family(target, symbols[0])
         receivers, occurrences = self._python_receivers(target, symbols[0])
+        jsdoc = self._jsdoc_types(target)
+        occurrences, destructured = self._js_occurrences(target, symbols[0], occurrences, jsdoc)
         found: list[tuple[int, Repo, str, str, list[tuple[int, int]]]] = []
         for file_path, scope in visible.items():
             spots = self._uses(
@@ -776,6 +804,8 @@ class CodeNavService:
                 family_calls=family_calls,
                 family_selves=family_selves,
                 receivers=receivers,
+                destructured=destructured.get(file_path),
+                jsdoc=jsdoc,
             )
             if spots:
                 found.append((scope, target.repo, target.commit, file_path, spots))
@@ -919,6 +949,63 @@ class CodeNavService:
                     aliases.setdefault(p, set()).add("")
 
     @staticmethod
+    def _js_occurrences(
+        target: _Target,
+        definition: Symbol,
+        occurrences: dict[str, list[tuple[int, int, str]]],
+        types: JsDocTypes | None,
+    ) -> tuple[dict[str, list[tuple[int, int, str]]], dict[str, dict[tuple[int, int], str]]]:
+        """JS/TS occurrences as scopes and destructuring read them (unchanged for other languages)."""
+        if types is None:
+            return occurrences, {}
+        unshadowed = CodeNavService._js_unshadowed(definition, occurrences, types)
+        return CodeNavService._js_destructured(definition, unshadowed, types)
+
+    @staticmethod
+    def _js_unshadowed(
+        definition: Symbol, occurrences: dict[str, list[tuple[int, int, str]]], types: JsDocTypes
+    ) -> dict[str, list[tuple[int, int, str]]]:
+        """The occurrences of a module-level JS/TS name without the plain uses a local binding of the same name
+        covers (a parameter, a `const` in a block, a catch or `for ... of` binding: js_scopes.py)."""
+        if definition.container or definition.kind in ("method", "field"):
+            return occurrences
+        kept: dict[str, list[tuple[int, int, str]]] = {}
+        for path, spots in occurrences.items():
+            grammar = grammar_of(path)
+            if grammar is None or grammar.queries not in ("javascript", "typescript"):
+                kept[path] = spots
+                continue
+            data = "\n".join(types.read(path)).encode()
+            hidden = shadowed_uses(grammar, data, definition.name, spots)
+            kept[path] = [spot for spot in spots if spot not in hidden]
+        return kept
+
+    @staticmethod
+    def _js_destructured(
+        definition: Symbol, occurrences: dict[str, list[tuple[int, int, str]]], types: JsDocTypes
+    ) -> tuple[dict[str, list[tuple[int, int, str]]], dict[str, dict[tuple[int, int], str]]]:
+        """A JS/TS member's occurrences with `const { name } = receiver` read as the member access
+        `receiver.name` (role "m"), and per file those spots' receivers."""
+        if definition.kind not in ("method", "field") or not definition.container:
+            return occurrences, {}
+        receivers: dict[str, dict[tuple[int, int], str]] = {}
+        kept: dict[str, list[tuple[int, int, str]]] = {}
+        for path, spots in occurrences.items():
+            grammar = grammar_of(path)
+            found: dict[tuple[int, int], str] = {}
+            if grammar is not None and grammar.queries in ("javascript", "typescript"):
+                data = "\n".join(types.read(path)).encode()
+                found = {
+                    spot: receiver
+                    for spot, receiver in destructured_members(grammar, data, definition.name, spots).items()
+                    if _RECEIVER_CHAIN.fullmatch(receiver)
+                }
+            if found:
+                receivers[path] = found
+            kept[path] = [(line, col, "m" if (line, col) in found else role) for line, col, role in spots]
+        return kept, receivers
+
+    @staticmethod
     def _js_reexport_importers(
         index: Indexed,
         queries: str,
@@ -975,6 +1062,8 @@ class CodeNavService:
         family_calls: frozenset[str] = frozenset(),
         family_selves: frozenset[str] = frozenset(),
         receivers: ReceiverTypes | None = None,
+        destructured: dict[tuple[int, int], str] | None = None,
+        jsdoc: JsDocTypes | None = None,
     ) -> list[tuple[int, int]]:
         """The occurrences in `path` that can mean `definition`: members through objects, others by name or module.
 
@@ -982,7 +1071,9 @@ class CodeNavService:
         is not counted; `self.name` in the class (or a subclass) and `Class.name` still are. For a Python method
         with an override hierarchy (_override_family): `Class.name` with a class of `family_calls`, and `self.name`
         in a class of `family_selves`, count. `receivers` (Python members): what the file says `obj` of `obj.name` is
-        decides first when it says anything (python_refs.py).
+        decides first when it says anything (python_refs.py). `destructured` (JS/TS): `{ name } = receiver`
+        occurrences, read as `receiver.name`. `jsdoc` (JS/TS members): in a JavaScript file, a receiver whose
+        JSDoc type is known decides (jsdoc.py).
         """
         # A TypeScript enum member is reached as `Enum.member`, like a class member.
         member = definition.kind in ("method", "field") or (
@@ -1020,6 +1111,8 @@ class CodeNavService:
             before = lines[line - 1].encode()[: column - 1].decode("utf-8", "replace") if line <= len(lines) else ""
             qualifier = _QUALIFIER.search(before)
             owner = qualifier.group(1) if qualifier else ""
+            if destructured and (line, column) in destructured:
+                owner = destructured[line, column]
             if not member:
                 # A top-level name reached through a member access is only ours through the module's name.
                 if owner in aliases or (before.endswith("::") and target.queries != "c"):
@@ -1031,6 +1124,9 @@ class CodeNavService:
                 if receivers is not None
                 else None
             )
+            if evident is None and jsdoc is not None and owner and path.endswith(_JS_SUFFIXES):
+                typed = jsdoc.member(path, owner.split("."), definition.name)
+                evident = None if typed is None else typed == (target.path, definition)
             if evident is not None:
                 if evident:
                     keep.append((line, column))
