@@ -129,24 +129,17 @@ _RUST_QUERY = """
 (char_literal) @sc
 (function_item name: (identifier) @nf)
 """
-_JS_QUERY = """
+_JS_COMMON_QUERY = """
 (comment) @c
 (string) @s
 (template_string) @s
 (regex) @sr
 (function_declaration name: (identifier) @nf)
 (method_definition name: (property_identifier) @nf)
-(class_declaration name: (identifier) @nc)
 """
-_TS_QUERY = """
-(comment) @c
-(string) @s
-(template_string) @s
-(regex) @sr
-(function_declaration name: (identifier) @nf)
-(method_definition name: (property_identifier) @nf)
-(class_declaration name: (type_identifier) @nc)
-"""
+# TypeScript's grammar names a class with a type_identifier, JavaScript's with an identifier.
+_JS_QUERY = _JS_COMMON_QUERY + "(class_declaration name: (identifier) @nc)\n"
+_TS_QUERY = _JS_COMMON_QUERY + "(class_declaration name: (type_identifier) @nc)\n"
 _JAVA_QUERY = """
 (line_comment) @c
 (block_comment) @c
