@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from codewell.nls.service import CHUNKS_PER_FILE, NlsHit, NlsResults
+from codewell.nls.service import NlsHit, NlsResults, shown_hits
 
 CHUNK_CHARS = 1024
 
@@ -17,13 +17,8 @@ def _chunk(hit: NlsHit) -> str:
 def render(results: NlsResults) -> str:
     """First line: the terms searched for; then up to `limit` files, each with its best chunks in line order."""
     files: dict[tuple[str, str], list[NlsHit]] = {}
-    for hit in results.hits:
-        key = (hit.repo, hit.path)
-        if key not in files and len(files) >= results.limit:
-            continue
-        files.setdefault(key, [])
-        if len(files[key]) < CHUNKS_PER_FILE:
-            files[key].append(hit)
+    for hit in shown_hits(results.hits, results.limit):
+        files.setdefault((hit.repo, hit.path), []).append(hit)
     blocks = [f"Searched for: {' '.join(results.terms)}", *results.notes]
     for (repo, path), hits in files.items():
         body = "\n\n".join(_chunk(h) for h in sorted(hits, key=lambda h: h.start))

@@ -51,7 +51,7 @@ from codewell.search.service import SearchService
 if TYPE_CHECKING:
     from codewell.runtime import Runtime
 
-__all__ = ["MAX_QUESTION_WORDS", "ChunkLines", "NlsHit", "NlsResults", "NlsService"]
+__all__ = ["MAX_QUESTION_WORDS", "ChunkLines", "NlsHit", "NlsResults", "NlsService", "shown_hits"]
 
 log = logging.getLogger(__name__)
 
@@ -254,8 +254,8 @@ def _searchable(raw: bytes) -> bytes:
     return "\n".join(decode_lines(raw, raw.count(b"\n") + 1)).lower().encode()
 
 
-def _shown(hits: list[NlsHit], limit: int) -> Iterator[NlsHit]:
-    """The hits an answer shows: those of the first `limit` files, up to CHUNKS_PER_FILE each (render's rule)."""
+def shown_hits(hits: list[NlsHit], limit: int) -> Iterator[NlsHit]:
+    """The hits an answer shows, best first: those of the first `limit` files, up to CHUNKS_PER_FILE each."""
     per_file: dict[tuple[str, str], int] = {}
     for hit in hits:
         key = (hit.repo, hit.path)
@@ -433,7 +433,7 @@ class NlsService:
         hits.sort(key=lambda h: -h.score)
         # The lines of the hits shown are decoded here, in the caller's thread (REST renders on the event loop);
         # any other hit's only if asked for.
-        for hit in _shown(hits, q.count):
+        for hit in shown_hits(hits, q.count):
             hit.text.get()
         results.hits = hits
         return results
