@@ -96,9 +96,9 @@ _JS_BUILTIN_MEMBER_NAMES = """
     toJSON hasOwnProperty constructor prototype
 """
 _JS_BUILTIN_MEMBERS = frozenset(_JS_BUILTIN_MEMBER_NAMES.split())
-# The dotted (or `::`/`->`) chain right before a member name: `a.b.` in `a.b.name`.
 _JS_SUFFIXES = (".js", ".mjs", ".cjs", ".jsx")  # JavaScript files, where JSDoc types receivers
 _RECEIVER_CHAIN = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*")  # `this`, `obj`, `this.node`
+# The dotted (or `::`/`->`) chain right before a member name: `a.b.` in `a.b.name`.
 _QUALIFIER = re.compile(r"([A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*)\s*(?:\.|::|->)\s*$")
 _SCOPES = ("same file", "same package", "same repository", "other repository")
 # The base classes on a Python class header line: `class Name(Base, mod.Other, metaclass=M):`.
