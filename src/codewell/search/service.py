@@ -10,7 +10,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from multiprocessing import get_context
 from pathlib import Path
@@ -42,6 +42,7 @@ __all__ = [
     "FileMatch",
     "IndexStatus",
     "LineMatch",
+    "RevisionFiles",
     "SearchResults",
     "SearchService",
     "SymbolMatch",
@@ -63,6 +64,41 @@ _UNINDEXED_CACHE = 4
 # huge corpus ranks its definitions with the regex forms instead of paying a query per page of paths.
 MAX_SYMBOL_RANKED_FILES = 5_000
 _CPUS = os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class RevisionFiles:
+    """The files of one indexed commit as its shard holds them: what the index listeners read instead of git.
+
+    Search already read and stored every blob of the commit: reading them again from the mapped shard costs
+    nothing, where git inflates each one anew. `span(doc)` is for worker processes: `content_path` opened and
+    mapped there, the bytes of `doc` are at that (offset, length). The shard stays readable while this object
+    lives, even if a newer generation replaces it (its mapping outlives the files).
+    """
+
+    shard: Shard
+    docs: list[int]  # the commit's documents by number (the default branch's in tree order)
+
+    @property
+    def content_path(self) -> Path:
+        return self.shard.path / "content.bin"
+
+    def path(self, doc: int) -> str:
+        return self.shard.paths[doc]
+
+    def skipped(self, doc: int) -> str:
+        """Why `doc`'s content is not indexed: "" (it is), "binary" or "too large" (no bytes are stored)."""
+        return self.shard.skipped[doc]
+
+    def size(self, doc: int) -> int:
+        return self.shard.sizes[doc]
+
+    def span(self, doc: int) -> tuple[int, int]:
+        return self.shard.doc_span(doc)
+
+    def data(self, doc: int) -> memoryview:
+        """`doc`'s bytes exactly as in git; empty when skipped."""
+        return self.shard.doc_bytes(doc)
 
 
 # A listener gets the repository and the indexed branches (branch name → commit SHA) of the new generation.
@@ -386,6 +422,20 @@ class SearchService:
         except (OSError, ValueError):
             log.exception("cannot open shard", extra={"repo": repo.name})
             return None
+
+    def revision_files(self, repo: Repo, commit: str) -> RevisionFiles | None:
+        """The files of `commit` from `repo`'s current shard; None when that shard does not hold `commit`.
+
+        For the index listeners (codenav's symbols, nls's chunks), which run right after the shard is built:
+        the caller decides, no access check here (they index for everyone, and answer per caller later).
+        """
+        shard = self.shard(repo)
+        if shard is None:
+            return None
+        branch = next((name for name, sha in shard.branches.items() if sha == commit), None)
+        if branch is None:
+            return None
+        return RevisionFiles(shard, list(shard.branch_docs(branch)))
 
     def _pointer(self, repo_id: int) -> Path:
         return self.root / "shards" / f"{repo_id}.current"

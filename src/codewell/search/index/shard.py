@@ -136,6 +136,23 @@ class Shard:
         return BitMap.deserialize(bytes.fromhex(raw)) if raw else BitMap()
 
     @cached_property
+    def sizes(self) -> list[int]:
+        """Each document's size in git (its content in content.bin may carry one added final newline)."""
+        sizes: list[int] = json.loads((self.path / "docs.json").read_text())["sizes"]
+        return sizes
+
+    def doc_span(self, doc: int) -> tuple[int, int]:
+        """(offset, length) in content.bin of `doc`'s bytes exactly as in git; length 0 when it is skipped."""
+        start = int(self.starts[doc])
+        stored = int(self.starts[doc + 1]) - start
+        return start, min(stored, self.sizes[doc])
+
+    def doc_bytes(self, doc: int) -> memoryview:
+        """`doc`'s bytes exactly as in git (a view of the mapping, no copy); empty when it is skipped."""
+        start, length = self.doc_span(doc)
+        return memoryview(self.content)[start : start + length]
+
+    @cached_property
     def path_blob(self) -> bytes:
         """Every path followed by a newline, for one-call regex matching over all paths."""
         return "".join(p + "\n" for p in self.paths).encode("utf-8", "surrogateescape")
