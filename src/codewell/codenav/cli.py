@@ -1,4 +1,4 @@
-"""`codewell codeintel ...`: upload SCIP indexes for precise code navigation, and list them."""
+"""`codewell codeintel ...`: upload SCIP indexes for precise code navigation, list them, run auto-indexing."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from pathlib import Path
 import click
 
 from codewell.clikit import fail, handle_errors, open_runtime
-from codewell.codenav.precise import PreciseService
-from codewell.codenav.scip import MAX_INDEX_BYTES
+from codewell.codenav.autoindex import AutoIndexService
+from codewell.codenav.precise import AUTO, PreciseService, format_size
 from codewell.core.actors import INTERNAL
 
 
 @click.group("codeintel")
 def codeintel() -> None:
-    """Precise code navigation: SCIP index uploads."""
+    """Precise code navigation: SCIP index uploads and auto-indexing."""
 
 
 @codeintel.command("upload")
@@ -25,11 +25,15 @@ def codeintel() -> None:
 @handle_errors
 def upload(ctx: click.Context, file: Path, repo: str, commit: str) -> None:
     """Store FILE (an index.scip) for COMMIT of REPO, replacing an earlier upload of that commit."""
-    size = file.stat().st_size
-    if size > MAX_INDEX_BYTES:
-        fail(f"{file} is {size >> 20} MB, over the {MAX_INDEX_BYTES >> 20} MB limit of one SCIP upload")
     runtime = open_runtime(ctx)
-    summary = runtime.get(PreciseService).upload(INTERNAL, repo, commit, file.read_bytes())
+    precise = runtime.get(PreciseService)
+    size, limit = file.stat().st_size, precise.max_bytes
+    if size > limit:  # before reading the file into memory
+        fail(
+            f"{file} is {format_size(size)}, over the {format_size(limit)} limit of one SCIP upload",
+            hint="raise the site config option codeIntel.maxUploadBytes, or index a smaller part of the repository",
+        )
+    summary = precise.upload(INTERNAL, repo, commit, file.read_bytes())
     verb = "replaced" if summary.replaced else "stored"
     click.echo(
         f"{summary.repo}@{summary.commit}: {verb} {summary.documents} documents, {summary.occurrences} occurrences "
@@ -43,11 +47,53 @@ def upload(ctx: click.Context, file: Path, repo: str, commit: str) -> None:
 
 
 @codeintel.command("list")
-@click.argument("repo")
+@click.argument("repo", required=False)
+@click.option("--repo", "repo_option", help="Repository name (or give it as the argument).")
 @click.pass_context
 @handle_errors
-def list_uploads(ctx: click.Context, repo: str) -> None:
-    """The SCIP uploads of REPO, newest first."""
+def list_uploads(ctx: click.Context, repo: str | None, repo_option: str | None) -> None:
+    """The SCIP uploads of REPO, newest first (uploaded or auto-indexed), and its failed auto-indexing jobs."""
+    name = repo_option or repo
+    if not name:
+        fail("a repository is required", hint="codewell codeintel list --repo github.com/acme/app")
+        return
     runtime = open_runtime(ctx)
-    for commit, tool, uploaded_at, documents in runtime.get(PreciseService).uploads(INTERNAL, repo):
-        click.echo(f"{commit}  {uploaded_at:%Y-%m-%d %H:%M}  {documents} documents  {tool}")
+    for info in runtime.get(PreciseService).uploads(INTERNAL, name):
+        how = "auto-indexed" if info.source == AUTO else "uploaded"
+        click.echo(f"{info.commit}  {info.uploaded_at:%Y-%m-%d %H:%M}  {how}  {info.documents} documents  {info.tool}")
+    failures = runtime.get(AutoIndexService).failures(INTERNAL, name)
+    if failures:
+        click.echo("auto-indexing failures (the last one of each commit):")
+    for failure in failures:
+        code = "none" if failure.exit_code is None else str(failure.exit_code)
+        click.echo(f"{failure.commit}  {failure.failed_at:%Y-%m-%d %H:%M}  exit {code}  {failure.reason}")
+        for line in failure.stderr_tail.splitlines():
+            click.echo(f"    | {line}")
+
+
+@codeintel.command("autoindex")
+@click.option("--repo", required=True, help="Repository name, e.g. github.com/acme/app.")
+@click.option("--commit", default=None, help="A SHA, branch or tag (default: the default branch).")
+@click.pass_context
+@handle_errors
+def autoindex(ctx: click.Context, repo: str, commit: str | None) -> None:
+    """Run one auto-indexing job now with the configured SCIP indexers, and store its index (replacing one)."""
+    runtime = open_runtime(ctx)
+    result = runtime.get(AutoIndexService).run(INTERNAL, repo, commit)
+    if result.summary is not None:
+        summary = result.summary
+        verb = "replaced" if summary.replaced else "stored"
+        click.echo(
+            f"{summary.repo}@{summary.commit}: auto-indexed ({', '.join(result.languages)}), {verb} "
+            f"{summary.documents} documents, {summary.occurrences} occurrences ({summary.tool}, {result.seconds:.1f}s)"
+        )
+        return
+    if not result.languages:
+        click.echo(f"{result.repo}@{result.commit}: {result.reason}")
+        return
+    for line in result.stderr_tail.splitlines():
+        click.echo(f"    | {line}", err=True)
+    fail(
+        f"{result.repo}@{result.commit}: {result.reason}; nothing was stored",
+        hint="the indexer's last output lines are above; `codewell codeintel list --repo NAME` keeps them",
+    )

@@ -4,6 +4,7 @@ The symbol indexes codenav builds itself are files under the data dir (a cache, 
 the only copy of what a CI pipeline sent, so they live in the database with everything else that is backed up.
 An upload keeps, per document and SCIP symbol, the ranges of its definitions and of its other occurrences:
 what go_to_definition and find_references read. Nothing else of the index (hover texts, diagnostics) is kept.
+The last failed auto-indexing job of a commit is kept too (what `codewell codeintel list` shows operators).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class ScipUpload(Base):
     size: Mapped[int] = mapped_column(BigInteger)
     documents: Mapped[int] = mapped_column(Integer)
     occurrences: Mapped[int] = mapped_column(BigInteger)
+    # Who sent it: "upload" (CLI, REST) or "auto" (an auto-indexing job, codenav/autoindex.py).
+    source: Mapped[str] = mapped_column(String(20), default="upload", server_default="upload")
 
 
 class ScipDocument(Base):
@@ -77,3 +80,26 @@ class ScipOccurrence(Base):
     container: Mapped[str] = mapped_column(Text)
     definitions: Mapped[str] = mapped_column(Text)
     references: Mapped[str] = mapped_column(Text)
+
+
+class AutoIndexFailure(Base):
+    """The last failed auto-indexing job of one commit (removed when a later job of it succeeds).
+
+    It also keeps the commit from being queued again after every index generation while the same indexers are
+    configured (`indexers`); `codewell codeintel autoindex` retries by hand.
+    """
+
+    __tablename__ = "codenav_autoindex_failures"
+    __table_args__ = (UniqueConstraint("repo_id", "commit", name="uq_codenav_autoindex_failures_repo_id_commit"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    repo_id: Mapped[int] = mapped_column(ForeignKey("repos.id", ondelete="CASCADE"))
+    commit: Mapped[str] = mapped_column(String(40))
+    # The indexer commands of the job ("python=/opt/scip/bin/scip-python"), to retry when an admin changes them.
+    indexers: Mapped[str] = mapped_column(Text)
+    # The indexer's exit code; None when it did not exit by itself (timeout) or never ran (nothing produced).
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    reason: Mapped[str] = mapped_column(String(500))
+    # The last lines of the indexer's stderr (the job's temporary paths replaced by `.`).
+    stderr_tail: Mapped[str] = mapped_column(Text)
+    failed_at: Mapped[datetime] = mapped_column(UTCDateTime)

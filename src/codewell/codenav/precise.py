@@ -40,7 +40,7 @@ from codewell.repos.service import Repo, RepoRef, RepoService, clean_path
 if TYPE_CHECKING:
     from codewell.runtime import Runtime
 
-__all__ = ["PreciseService", "UploadSummary"]
+__all__ = ["AUTO", "UPLOADED", "PreciseService", "UploadInfo", "UploadSummary", "format_size"]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,18 @@ _MAX_NAME = 255
 _SCOPES = ("same file", "same package", "same repository", "other repository")
 # Where a hit lives: the repository asked about, or another readable one (its cheap reference suffices).
 _Owner = Repo | RepoRef
+# Where an upload came from (ScipUpload.source).
+UPLOADED = "upload"
+AUTO = "auto"
+
+
+def format_size(size: int) -> str:
+    """A byte count for error messages: "512 MB", "64 KB", "900 bytes" (limits below 1 MB happen in tests)."""
+    if size >= 1 << 20:
+        return f"{size / (1 << 20):.4g} MB"
+    if size >= 1 << 10:
+        return f"{size / (1 << 10):.4g} KB"
+    return f"{size} bytes"
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +79,15 @@ class UploadSummary:
     missing_files: list[str]
     skipped_occurrences: int  # malformed ranges, empty or over-long symbols
     seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class UploadInfo:
+    commit: str
+    tool: str
+    uploaded_at: datetime
+    documents: int
+    source: str  # UPLOADED or AUTO
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,9 +190,14 @@ def _rank(row: _Row) -> tuple[bool, int]:
 class PreciseService:
     """SCIP uploads: store them (site admins), and answer go_to_definition / find_references from them."""
 
-    def __init__(self, runtime: Runtime, max_bytes: int = scip.MAX_INDEX_BYTES) -> None:
+    def __init__(self, runtime: Runtime, max_bytes: int | None = None) -> None:
         self.runtime = runtime
-        self.max_bytes = max_bytes
+        self._max_bytes = max_bytes
+
+    @property
+    def max_bytes(self) -> int:
+        """The size limit of one index: site config `codeIntel.maxUploadBytes`, read per call (it may change)."""
+        return self._max_bytes if self._max_bytes is not None else self.runtime.config.code_intel_max_upload_bytes
 
     @classmethod
     def create(cls, runtime: Runtime) -> Self:
@@ -183,8 +209,11 @@ class PreciseService:
 
     # --- uploads ---------------------------------------------------------------------------------------
 
-    def upload(self, actor: Actor, repo: str, commit: str, data: bytes) -> UploadSummary:
-        """Store the SCIP index `data` for `commit` of `repo`, replacing an earlier upload of that commit."""
+    def upload(self, actor: Actor, repo: str, commit: str, data: bytes, *, source: str = UPLOADED) -> UploadSummary:
+        """Store the SCIP index `data` for `commit` of `repo`, replacing an earlier upload of that commit.
+
+        `source` records who sent it: UPLOADED (CLI, REST) or AUTO (an auto-indexing job, through this same path).
+        """
         # Site admins only (they read every repository, so this refusal tells nothing about which exist).
         ensure(actor, Action.REPOS_MANAGE)
         if not commit.strip():
@@ -200,7 +229,13 @@ class PreciseService:
                 hint="upload indexes of commits the mirror has: sync the repository first "
                 "(codewell repos sync NAME, or POST /.api/repos/NAME/-/sync), then upload again",
             ) from None
-        index = scip.parse_index(data, self.max_bytes)
+        limit = self.max_bytes
+        if len(data) > limit:
+            raise InvalidInput(
+                f"the SCIP index is {format_size(len(data))}, over the {format_size(limit)} limit of one upload",
+                hint="index a smaller part of the repository, or raise the site config option codeIntel.maxUploadBytes",
+            )
+        index = scip.parse_index(data, limit)
         tool = index.metadata.tool_info
         tool_text = f"{tool.name} {tool.version}".strip()[:200] or "unknown indexer"
         kinds: dict[str, int] = {s.symbol: s.kind for s in index.external_symbols if s.kind}
@@ -216,7 +251,7 @@ class PreciseService:
                     hint="index from the repository root (relative_path is relative to it)",
                 ) from None
             documents.setdefault(path, document)
-        stats = self._store(resolved.repo, resolved.commit, tool_text, len(data), documents, kinds)
+        stats = self._store(resolved.repo, resolved.commit, tool_text, len(data), documents, kinds, source)
         summary = UploadSummary(
             resolved.repo.name,
             resolved.commit,
@@ -269,7 +304,14 @@ class PreciseService:
         return rows, bad
 
     def _store(
-        self, repo: Repo, commit: str, tool: str, size: int, documents: dict[str, Any], kinds: dict[str, int]
+        self,
+        repo: Repo,
+        commit: str,
+        tool: str,
+        size: int,
+        documents: dict[str, Any],
+        kinds: dict[str, int],
+        source: str,
     ) -> tuple[int, int, bool, list[str], int]:
         """Write the upload in one transaction, replacing the commit's earlier one; one document's rows in memory
         at a time. (occurrences, rows, replaced, paths not in the commit, occurrences left out)."""
@@ -290,6 +332,7 @@ class PreciseService:
                     size=size,
                     documents=len(documents),
                     occurrences=0,
+                    source=source,
                 )
                 .returning(ScipUpload.id)
             ).scalar_one()
@@ -553,13 +596,23 @@ class PreciseService:
             current.name, definition.path, symbol, commit, definition, files, total, shown, PRECISE, False, notes
         )
 
-    def uploads(self, actor: Actor, repo: str) -> list[tuple[str, str, datetime, int]]:
-        """(commit, tool, uploaded at, documents) of every upload of a readable repository, newest first."""
+    def uploads(self, actor: Actor, repo: str) -> list[UploadInfo]:
+        """Every upload of a readable repository, newest first."""
         found = self.repos.get(actor, repo)
         with self.runtime.db.session() as session:
             rows = session.execute(
-                select(ScipUpload.commit, ScipUpload.tool, ScipUpload.uploaded_at, ScipUpload.documents)
+                select(
+                    ScipUpload.commit,
+                    ScipUpload.tool,
+                    ScipUpload.uploaded_at,
+                    ScipUpload.documents,
+                    ScipUpload.source,
+                )
                 .where(ScipUpload.repo_id == found.id)
                 .order_by(ScipUpload.id.desc())
             ).all()
-        return [(c, t, at, d) for c, t, at, d in rows]
+        return [UploadInfo(*row) for row in rows]
+
+    def has_upload(self, repo: Repo, commit: str) -> bool:
+        """Whether `commit` of `repo` has an upload (of either source); for the auto-indexing queue."""
+        return self._upload(repo.id, commit) is not None

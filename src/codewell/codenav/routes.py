@@ -6,7 +6,8 @@ POST /.api/codeintel/upload?repo=R&commit=C   body: the index.scip bytes (any co
         "$CODEWELL/.api/codeintel/upload?repo=github.com/acme/app&commit=$GIT_COMMIT"
 
 Site admins only (a token of one). Answers the upload's summary as JSON; 400 for a body that is not a SCIP
-index (nothing is stored then), for a commit the mirror does not have, or for a body over the size limit.
+index (nothing is stored then), for a commit the mirror does not have, or for a body over the size limit
+(site config `codeIntel.maxUploadBytes`, 512 MB by default).
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from codewell.authz import Action
-from codewell.codenav.precise import PreciseService
-from codewell.codenav.scip import MAX_INDEX_BYTES
+from codewell.codenav.precise import PreciseService, format_size
 from codewell.core.errors import InvalidInput
 from codewell.http.guards import require
 from codewell.http.requests import runtime_of
@@ -30,8 +30,8 @@ _PARAMS = {"repo", "commit"}
 
 def _too_big(size: int, limit: int) -> InvalidInput:
     return InvalidInput(
-        f"the SCIP index is over the {limit >> 20} MB limit of one upload ({size >> 20} MB or more)",
-        hint="index a smaller part of the repository",
+        f"the SCIP index is over the {format_size(limit)} limit of one upload ({format_size(size)} or more)",
+        hint="index a smaller part of the repository, or raise the site config option codeIntel.maxUploadBytes",
     )
 
 
@@ -61,7 +61,7 @@ async def upload(request: Request) -> Response:
     if not repo or not commit:
         raise InvalidInput("repo and commit are required", hint="e.g. ?repo=github.com/acme/app&commit=<sha>")
     service = runtime_of(request).get(PreciseService)
-    data = await _body(request, min(service.max_bytes, MAX_INDEX_BYTES))
+    data = await _body(request, service.max_bytes)
     # Parsing and storing are blocking (protobuf, git, the database): a worker thread.
     summary = await asyncio.to_thread(service.upload, actor, repo, commit, data)
     return JSONResponse(

@@ -82,6 +82,41 @@ class GitRepoSource(RepoSourceBase):
 RepoSource = Annotated[LocalRepoSource | GitRepoSource, Field(discriminator="kind")]
 
 
+class AutoIndexers(Strict):
+    """`codeIntel.autoIndexing.indexers`: the SCIP indexer executable per language (installed by an admin)."""
+
+    # Absolute paths: the indexer runs with a scrubbed environment, so a bare name would depend on PATH.
+    python: str | None = Field(None, min_length=2, max_length=4096)
+    typescript: str | None = Field(None, min_length=2, max_length=4096)
+
+    @field_validator("python", "typescript")
+    @classmethod
+    def _check_path(cls, value: str | None) -> str | None:
+        if value is not None and (not value.startswith("/") or "\x00" in value or value != value.strip()):
+            raise ValueError("must be the absolute path of the indexer executable, e.g. /opt/scip/bin/scip-python")
+        return value
+
+
+class AutoIndexingConfig(Strict):
+    """`codeIntel.autoIndexing`: SCIP indexing jobs after search indexes a repository (codenav/autoindex.py)."""
+
+    enabled: bool = False
+    indexers: AutoIndexers = Field(default_factory=AutoIndexers)
+    # One job's indexer run; past it the indexer's process group is killed and nothing is stored.
+    timeout_seconds: int = Field(600, alias="timeoutSeconds", ge=1, le=24 * 3600)
+
+    @model_validator(mode="after")
+    def _check_indexers(self) -> AutoIndexingConfig:
+        if self.enabled and self.indexers.python is None and self.indexers.typescript is None:
+            raise ValueError("enabled needs at least one indexer (indexers.python or indexers.typescript)")
+        return self
+
+
+# 512 MB: a large monorepo's index; protobuf itself refuses messages of 2 GB and more.
+DEFAULT_MAX_UPLOAD_BYTES = 512 << 20
+MAX_PROTOBUF_BYTES = (2 << 30) - 1
+
+
 def _default_providers() -> list[dict[str, Any]]:
     return [{"type": "builtin", "allowSignup": True}]
 
@@ -98,6 +133,13 @@ class SiteConfig(Strict):
     auth_password_reset_link_expiry: int = Field(14400, alias="auth.passwordResetLinkExpiry", ge=60)
     auth_public: bool = Field(False, alias="auth.public")
     code_host_connections: list[CodeHostConnection] = Field(default_factory=list, alias="codeHostConnections")
+    # Precise code navigation (docs/codenav.md): auto-indexing jobs, and the size limit of one SCIP index.
+    code_intel_auto_indexing: AutoIndexingConfig = Field(
+        default_factory=AutoIndexingConfig, alias="codeIntel.autoIndexing"
+    )
+    code_intel_max_upload_bytes: int = Field(
+        DEFAULT_MAX_UPLOAD_BYTES, alias="codeIntel.maxUploadBytes", ge=1024, le=MAX_PROTOBUF_BYTES
+    )
     # Deep search conversations: waiting, sharing, workers, budgets (codewell.config.deepsearch, docs/agents.md).
     deep_search: DeepSearchConfig = Field(default_factory=DeepSearchConfig, alias="deepSearch")
     email_smtp: SmtpConfig | None = Field(None, alias="email.smtp")

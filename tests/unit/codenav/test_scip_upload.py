@@ -264,7 +264,7 @@ def test_documents_that_are_not_files_of_the_commit_are_reported(world: World) -
 
 def test_the_size_limit_is_a_clear_error(world: World) -> None:
     small = PreciseService(world.runtime, max_bytes=16)
-    with pytest.raises(InvalidInput, match="over the 0 MB limit"):
+    with pytest.raises(InvalidInput, match="over the 16 bytes limit of one upload"):
         small.upload(world.admin, "acme/app", "main", build_index({"app/util.py": [([10, 4, 10], HELPER, 1, [])]}))
 
 
