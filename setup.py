@@ -20,9 +20,15 @@ setup(
             extra_compile_args=["-O2"],
             optional=True,
         ),
-        # codenav/_lex.c: the C symbol scanner (codenav/native.py falls back to tree-sitter without it).
+        # codenav/_lex.c: the C symbol scanner (codenav/native.py falls back to tree-sitter without it). It writes
+        # its rows into the index with SQLite's C API: the library Python's sqlite3 module uses (header: Debian's
+        # libsqlite3-dev).
         Extension(
-            "codewell.codenav._lex", sources=["src/codewell/codenav/_lex.c"], extra_compile_args=["-O2"], optional=True
+            "codewell.codenav._lex",
+            sources=["src/codewell/codenav/_lex.c"],
+            extra_compile_args=["-O2"],
+            libraries=["sqlite3"],
+            optional=True,
         ),
     ]
 )

@@ -26,7 +26,8 @@ find_references p50 ≤ 50 ms, MCP overhead ≤ 3 ms, nls_search p50 ≤ 30 ms.
     .venv/bin/python bench/codenav_linux.py --repo SUBSET --data DIR --build-only --builds search,codenav
 
 Each build also prints the peak resident set so far of this process and of the largest pool worker (the
-symbol build writes its rows batch by batch, so its peak should stay near the search build's).
+symbol build writes its rows batch by batch; it reads the files from the search shard's memory-mapped content,
+whose pages count in its resident set: about the shard's size, shared page cache rather than heap).
 
 `--reuse` keeps the data dir (default /var/tmp/codewell-bench/linux-data) and its indexes from a previous run
 and only measures the queries (the build figures of that run are kept in the JSON). Writes

@@ -16,6 +16,12 @@ ensure_venv() {
     if [ "$source" -nt "$stamp" ]; then native_changed=1; fi
   done
   if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] || [ -n "$native_changed" ]; then
+    # codenav/_lex.c writes its rows with SQLite's C API: its header (the library is Python's own sqlite3's).
+    # The extensions are optional, so a machine without it and without root still installs, more slowly indexing.
+    if [ ! -f /usr/include/sqlite3.h ] && command -v apt-get >/dev/null; then
+      if [ "$(id -u)" = 0 ]; then apt-get install -y -qq libsqlite3-dev >/dev/null || true
+      else sudo -n apt-get install -y -qq libsqlite3-dev >/dev/null || true; fi
+    fi
     .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".${extras:+[$extras]}"
     touch "$stamp"

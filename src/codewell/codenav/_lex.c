@@ -10,7 +10,10 @@
        `.`, `->` or `::`, r otherwise);
      - `#include` targets.
    scan_c(data, file_id): the same, with symbols and occurrence rows shaped as the rows of codenav's `symbols`
-   and `occurrences` tables for that file id, so that the index build inserts them without touching each one.
+   and `occurrences` tables for that file id (format 3: no row for a name that occurs only as its definitions,
+   an empty one for a defined name that never occurs; see codenav/store.py).
+   Writer(path).scan(data, file_id): those rows, and the #includes as `imports` rows, inserted into the index
+   file being built through SQLite's C API (the index build's path: no Python object per row).
 
    Why native: tree-sitter parses this C at ~3.5 MB per CPU second and the Python walk over its captures
    costs as much again; the build budget (+60 % over the search shard) needs ~19 MB per CPU second. A
@@ -27,6 +30,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <sqlite3.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -992,6 +996,8 @@ typedef struct {
     uint32_t start, length, hash;
     char *positions;
     Py_ssize_t used, capacity;
+    /* positions with a role other than d; definitions of this name in the file (their name tokens) */
+    uint32_t others, defs;
 } Group;
 
 typedef struct {
@@ -1039,6 +1045,7 @@ static Group *group_for(Groups *g, const uint8_t *s, const Token *t) {
     fresh->hash = t->hash;
     fresh->positions = NULL;
     fresh->used = fresh->capacity = 0;
+    fresh->others = fresh->defs = 0;
     g->slots[at] = (int32_t)g->count;
     return fresh;
 }
@@ -1080,6 +1087,21 @@ static void groups_free(Groups *g) {
     free(g->slots);
 }
 
+/* How many positions a group holds (one more than its separators). */
+static uint32_t count_positions(const Group *g) {
+    if (!g->used) return 0;
+    uint32_t n = 1;
+    for (Py_ssize_t k = 0; k < g->used; k++) n += g->positions[k] == ';';
+    return n;
+}
+
+static int ascii(const uint8_t *s, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] >= 0x80) return 0;
+    }
+    return 1;
+}
+
 /* Token indexes that are not counted as identifier occurrences: goto labels and label definitions. */
 static int is_label(Parser *p, Py_ssize_t i, const uint8_t *in_func) {
     if (!in_func[i]) return 0;
@@ -1108,43 +1130,59 @@ static int all_caps(const uint8_t *s, Py_ssize_t n) {
     return 1;
 }
 
+/* One row of the `symbols` table: name, kind, container, then line, column, end line, end column of the name and
+   of the whole definition. */
+typedef struct {
+    const uint8_t *name;
+    Py_ssize_t name_length;
+    const char *kind;
+    const char *container;
+    uint32_t at[8];
+} SymbolFields;
+
+static void symbol_fields(Parser *p, Py_ssize_t k, SymbolFields *f) {
+    const Def *d = &p->defs.items[k];
+    const Token *name = tok(p, d->name);
+    const Token *start = tok(p, d->start);
+    uint32_t end_line, end_col;
+    if (d->end_line_override) {
+        const Token *end = tok(p, d->end);
+        end_line = end->line;
+        end_col = 1;
+    } else if (d->end >= 0 || (d->twin >= 0 && p->defs.items[d->twin].end >= 0)) {
+        const Token *end = tok(p, d->end >= 0 ? d->end : p->defs.items[d->twin].end);
+        end_line = end->line;
+        end_col = end->col + (end->end - end->start);
+    } else {
+        /* never closed (truncated file): up to the end of the name */
+        end_line = name->line;
+        end_col = name->col + (name->end - name->start);
+    }
+    f->name = p->s + name->start;
+    f->name_length = name->end - name->start;
+    f->kind = d->kind;
+    /* As codenav/extract.py's _with_containers does for tree-sitter: an all-caps top-level variable is a
+       constant. */
+    if (strcmp(f->kind, "variable") == 0 && d->container[0] == 0 && all_caps(f->name, f->name_length)) f->kind = "constant";
+    f->container = d->container;
+    uint32_t values[8] = {name->line, name->col, name->line, name->col + (name->end - name->start), start->line,
+                          start->col, end_line, end_col};
+    memcpy(f->at, values, sizeof(values));
+}
+
 static PyObject *symbols_list(Parser *p, Py_ssize_t file_id) {
     PyObject *list = PyList_New(0);
     if (list == NULL) return NULL;
     for (Py_ssize_t k = 0; k < p->defs.count; k++) {
-        const Def *d = &p->defs.items[k];
-        const Token *name = tok(p, d->name);
-        const Token *start = tok(p, d->start);
-        uint32_t end_line, end_col;
-        if (d->end_line_override) {
-            const Token *end = tok(p, d->end);
-            end_line = end->line;
-            end_col = 1;
-        } else if (d->end >= 0 || (d->twin >= 0 && p->defs.items[d->twin].end >= 0)) {
-            const Token *end = tok(p, d->end >= 0 ? d->end : p->defs.items[d->twin].end);
-            end_line = end->line;
-            end_col = end->col + (end->end - end->start);
-        } else {
-            /* never closed (truncated file): up to the end of the name */
-            end_line = name->line;
-            end_col = name->col + (name->end - name->start);
-        }
-        const char *kind = d->kind;
-        /* As codenav/extract.py's _with_containers does for tree-sitter: an all-caps top-level variable is a
-           constant. */
-        if (strcmp(kind, "variable") == 0 && d->container[0] == 0 && all_caps(p->s + name->start, name->end - name->start))
-            kind = "constant";
-        PyObject *item = file_id >= 0 ? Py_BuildValue("(nNsNIIIIIIII)", file_id,
-                                                      decode(p->s + name->start, name->end - name->start), kind,
-                                                      decode((const uint8_t *)d->container, (Py_ssize_t)strlen(d->container)),
-                                                      name->line, name->col, name->line,
-                                                      name->col + (name->end - name->start), start->line, start->col,
-                                                      end_line, end_col)
-                                      : Py_BuildValue("(NsNIIIIIIII)", decode(p->s + name->start, name->end - name->start), kind,
-                                       decode((const uint8_t *)d->container, (Py_ssize_t)strlen(d->container)),
-                                       name->line, name->col, name->line,
-                                       name->col + (name->end - name->start), start->line, start->col, end_line,
-                                       end_col);
+        SymbolFields f;
+        symbol_fields(p, k, &f);
+        const uint32_t *a = f.at;
+        PyObject *item = file_id >= 0 ? Py_BuildValue("(nNsNIIIIIIII)", file_id, decode(f.name, f.name_length), f.kind,
+                                                      decode((const uint8_t *)f.container, (Py_ssize_t)strlen(f.container)),
+                                                      a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7])
+                                      : Py_BuildValue("(NsNIIIIIIII)", decode(f.name, f.name_length), f.kind,
+                                                      decode((const uint8_t *)f.container, (Py_ssize_t)strlen(f.container)),
+                                                      a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]);
         if (item == NULL || PyList_Append(list, item) < 0) {
             Py_XDECREF(item);
             Py_DECREF(list);
@@ -1160,17 +1198,16 @@ static int def_start_cmp(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static PyObject *occurrence_rows(Parser *p, Py_ssize_t file_id) {
+/* Every identifier occurrence grouped by name, in the order names first appear, with each group's count of
+   definitions (a name defined and never counted as an occurrence gets a group without positions, at the end).
+   Returns -1 (no exception set) when out of memory. */
+static int build_groups(Parser *p, Groups *groups) {
     Tokens *tokens = p->tokens;
     const uint8_t *s = p->s;
-    PyObject *rows = NULL;
-    Groups groups = {0};
+    int rc = -1;
     uint32_t *def_starts = malloc((size_t)(p->defs.count + 1) * sizeof(uint32_t));
     uint8_t *in_func = calloc((size_t)tokens->count + 1, 1);
-    if (def_starts == NULL || in_func == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
+    if (def_starts == NULL || in_func == NULL) goto done;
     for (Py_ssize_t k = 0; k < p->defs.count; k++) def_starts[k] = tok(p, p->defs.items[k].name)->start;
     qsort(def_starts, (size_t)p->defs.count, sizeof(uint32_t), def_start_cmp);
     /* which tokens are inside function bodies: by brace depth from each function definition */
@@ -1205,27 +1242,60 @@ static PyObject *occurrence_rows(Parser *p, Py_ssize_t file_id) {
         else if (include) role = 'i';
         else if (t->start && (s[t->start - 1] == '.' || s[t->start - 1] == '>' || s[t->start - 1] == ':')) role = 'm';
         else role = 'r';
-        Group *g = group_for(&groups, s, t);
-        if (g == NULL || group_add(g, t->line, t->col, role) < 0) {
-            PyErr_NoMemory();
-            goto done;
-        }
+        Group *g = group_for(groups, s, t);
+        if (g == NULL || group_add(g, t->line, t->col, role) < 0) goto done;
+        g->others += role != 'd';
     }
-    rows = PyList_New(groups.count);
-    if (rows == NULL) goto done;
-    for (Py_ssize_t k = 0; k < groups.count; k++) {
-        const Group *g = &groups.groups[k];
-        PyObject *item = file_id >= 0 ? Py_BuildValue("(Nns#)", decode(s + g->start, g->length), file_id, g->positions, g->used)
-                                      : Py_BuildValue("(Ns#)", decode(s + g->start, g->length), g->positions, g->used);
-        if (item == NULL) {
-            Py_CLEAR(rows);
-            goto done;
-        }
-        PyList_SET_ITEM(rows, k, item);
+    for (Py_ssize_t k = 0; k < p->defs.count; k++) {
+        Group *g = group_for(groups, s, tok(p, p->defs.items[k].name));
+        if (g == NULL) goto done;
+        g->defs++;
     }
+    rc = 0;
 done:
     free(def_starts);
     free(in_func);
+    return rc;
+}
+
+/* Whether a group has no row in the index's `occurrences` table (codenav/store.py): its occurrences are exactly
+   its definitions, which the reader takes from `symbols`. Only for ASCII names: two names whose invalid UTF-8
+   decodes alike would share a row name and not a group. (A defined name without any occurrence keeps an empty
+   row, so that the reader does not make one up.) */
+static int group_elided(const Group *g, const uint8_t *s) {
+    return g->used && !g->others && g->defs == count_positions(g) && ascii(s + g->start, g->length);
+}
+
+static PyObject *occurrence_rows(Parser *p, Py_ssize_t file_id) {
+    const uint8_t *s = p->s;
+    PyObject *rows = NULL;
+    Groups groups = {0};
+    if (build_groups(p, &groups) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    rows = PyList_New(0);
+    if (rows == NULL) goto done;
+    for (Py_ssize_t k = 0; k < groups.count; k++) {
+        const Group *g = &groups.groups[k];
+        PyObject *item;
+        if (file_id >= 0) {
+            /* the table's rows */
+            if (group_elided(g, s)) continue;
+            item = Py_BuildValue("(Nns#)", decode(s + g->start, g->length), file_id, g->used ? g->positions : "",
+                                 g->used);
+        } else {
+            if (!g->used) continue;
+            item = Py_BuildValue("(Ns#)", decode(s + g->start, g->length), g->positions, g->used);
+        }
+        if (item == NULL || PyList_Append(rows, item) < 0) {
+            Py_XDECREF(item);
+            Py_CLEAR(rows);
+            goto done;
+        }
+        Py_DECREF(item);
+    }
+done:
     groups_free(&groups);
     return rows;
 }
@@ -1271,6 +1341,215 @@ done:
     return result;
 }
 
+/* ---- the index writer ---------------------------------------------------------------------------- */
+
+/* Writer(path): a connection of its own to the index file being built (codenav/store.py's `_Writer` made its
+   tables); scan(data, file_id) scans a C file like scan_c and inserts its rows into `symbols` and
+   `occurrences` directly, returning only the #includes. The rows never become Python objects: building them
+   and binding them one by one through the sqlite3 module cost over half of the whole symbol build on the Linux
+   tree. The caller brackets scans with begin() and commit(), and writes nothing through its own connection
+   meanwhile (one writer at a time; nothing here waits for a lock). */
+
+typedef struct {
+    PyObject_HEAD
+    sqlite3 *db;
+    sqlite3_stmt *symbol, *occurrence, *import;
+} Writer;
+
+static PyObject *sqlite_error(sqlite3 *db, const char *what) {
+    PyErr_Format(PyExc_RuntimeError, "codenav index writer: %s: %s", what, db ? sqlite3_errmsg(db) : "out of memory");
+    return NULL;
+}
+
+static void writer_close_handles(Writer *w) {
+    sqlite3_finalize(w->symbol);
+    sqlite3_finalize(w->occurrence);
+    sqlite3_finalize(w->import);
+    w->symbol = w->occurrence = w->import = NULL;
+    if (w->db) sqlite3_close_v2(w->db);
+    w->db = NULL;
+}
+
+static int writer_init(Writer *w, PyObject *args, PyObject *kwds) {
+    (void)kwds;
+    const char *path;
+    if (!PyArg_ParseTuple(args, "s", &path)) return -1;
+    writer_close_handles(w);
+    if (sqlite3_open_v2(path, &w->db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
+        sqlite3_exec(w->db, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;", NULL, NULL, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(w->db, "INSERT INTO symbols VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", -1, &w->symbol,
+                           NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(w->db, "INSERT INTO occurrences VALUES (?, ?, ?)", -1, &w->occurrence, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(w->db, "INSERT INTO imports VALUES (?, ?, '', '', ?)", -1, &w->import, NULL) != SQLITE_OK) {
+        sqlite_error(w->db, "open");
+        writer_close_handles(w);
+        return -1;
+    }
+    return 0;
+}
+
+static void writer_dealloc(Writer *w) {
+    writer_close_handles(w);
+    Py_TYPE(w)->tp_free((PyObject *)w);
+}
+
+static PyObject *writer_exec(Writer *w, const char *sql) {
+    if (w->db == NULL) {
+        PyErr_SetString(PyExc_ValueError, "codenav index writer: closed");
+        return NULL;
+    }
+    if (sqlite3_exec(w->db, sql, NULL, NULL, NULL) != SQLITE_OK) return sqlite_error(w->db, sql);
+    Py_RETURN_NONE;
+}
+
+static PyObject *writer_begin(Writer *w, PyObject *unused) {
+    (void)unused;
+    return writer_exec(w, "BEGIN");
+}
+
+static PyObject *writer_commit(Writer *w, PyObject *unused) {
+    (void)unused;
+    return writer_exec(w, "COMMIT");
+}
+
+static PyObject *writer_close(Writer *w, PyObject *unused) {
+    (void)unused;
+    writer_close_handles(w);
+    Py_RETURN_NONE;
+}
+
+/* Binds text as the Python path would store it: ASCII as it is (the input outlives the statement's step),
+   anything else decoded with "replace" like scan_c's strings, so that both paths store the same text. */
+static int bind_text(sqlite3_stmt *stmt, int column, const uint8_t *s, Py_ssize_t n) {
+    if (ascii(s, n)) return sqlite3_bind_text(stmt, column, (const char *)s, (int)n, SQLITE_STATIC);
+    PyObject *text = decode(s, n);
+    if (text == NULL) return SQLITE_NOMEM;
+    Py_ssize_t size;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &size);
+    int rc = utf8 == NULL ? SQLITE_NOMEM : sqlite3_bind_text(stmt, column, utf8, (int)size, SQLITE_TRANSIENT);
+    Py_DECREF(text);
+    return rc;
+}
+
+static int insert_rows(Writer *w, Parser *p, sqlite3_int64 file_id) {
+    for (Py_ssize_t k = 0; k < p->defs.count; k++) {
+        SymbolFields f;
+        symbol_fields(p, k, &f);
+        sqlite3_stmt *st = w->symbol;
+        int rc = sqlite3_bind_int64(st, 1, file_id);
+        if (rc == SQLITE_OK) rc = bind_text(st, 2, f.name, f.name_length);
+        if (rc == SQLITE_OK) rc = sqlite3_bind_text(st, 3, f.kind, -1, SQLITE_STATIC);
+        if (rc == SQLITE_OK) rc = bind_text(st, 4, (const uint8_t *)f.container, (Py_ssize_t)strlen(f.container));
+        for (int c = 0; c < 8 && rc == SQLITE_OK; c++) rc = sqlite3_bind_int64(st, 5 + c, f.at[c]);
+        if (rc == SQLITE_OK && sqlite3_step(st) != SQLITE_DONE) rc = SQLITE_ERROR;
+        sqlite3_reset(st);
+        if (rc != SQLITE_OK) return -1;
+    }
+    Groups groups = {0};
+    int result = 0;
+    if (build_groups(p, &groups) < 0) {
+        groups_free(&groups);
+        PyErr_NoMemory();
+        return -2;
+    }
+    for (Py_ssize_t k = 0; k < groups.count && result == 0; k++) {
+        const Group *g = &groups.groups[k];
+        if (group_elided(g, p->s)) continue;
+        sqlite3_stmt *st = w->occurrence;
+        int rc = bind_text(st, 1, p->s + g->start, g->length);
+        if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st, 2, file_id);
+        if (rc == SQLITE_OK) rc = sqlite3_bind_text(st, 3, g->used ? g->positions : "", (int)g->used, SQLITE_STATIC);
+        if (rc == SQLITE_OK && sqlite3_step(st) != SQLITE_DONE) rc = SQLITE_ERROR;
+        sqlite3_reset(st);
+        if (rc != SQLITE_OK) result = -1;
+    }
+    groups_free(&groups);
+    return result;
+}
+
+/* The `imports` rows of a C file: its #include targets (module, no name nor alias, line). */
+static int insert_includes(Writer *w, PyObject *includes, sqlite3_int64 file_id) {
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(includes); k++) {
+        PyObject *item = PyList_GET_ITEM(includes, k); /* (target, line), made by add_include */
+        Py_ssize_t size;
+        const char *target = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(item, 0), &size);
+        long line = PyLong_AsLong(PyTuple_GET_ITEM(item, 1));
+        if (target == NULL || (line == -1 && PyErr_Occurred())) return -2;
+        sqlite3_stmt *st = w->import;
+        int rc = sqlite3_bind_int64(st, 1, file_id);
+        if (rc == SQLITE_OK) rc = sqlite3_bind_text(st, 2, target, (int)size, SQLITE_STATIC);
+        if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st, 3, line);
+        if (rc == SQLITE_OK && sqlite3_step(st) != SQLITE_DONE) rc = SQLITE_ERROR;
+        sqlite3_reset(st);
+        if (rc != SQLITE_OK) return -1;
+    }
+    return 0;
+}
+
+static PyObject *writer_scan(Writer *w, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t file_id;
+    if (w->db == NULL) {
+        PyErr_SetString(PyExc_ValueError, "codenav index writer: closed");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "y*n", &view, &file_id)) return NULL;
+    if (view.len >= (Py_ssize_t)UINT32_MAX / 2) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "scan: input over 2 GB");
+        return NULL;
+    }
+    PyObject *result = NULL;
+    LexOut out = {PyList_New(0)};
+    Tokens tokens = {0};
+    Parser parser = {0};
+    if (out.includes == NULL) goto done;
+    Lexer lx = {(const uint8_t *)view.buf, view.len, 0, 1, 0};
+    if (lex(&lx, &tokens, &out) < 0) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto done;
+    }
+    parser.s = (const uint8_t *)view.buf;
+    parser.tokens = &tokens;
+    if (parse(&parser) < 0) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto done;
+    }
+    int rc = insert_rows(w, &parser, (sqlite3_int64)file_id);
+    if (rc == 0) rc = insert_includes(w, out.includes, (sqlite3_int64)file_id);
+    if (rc == -1) {
+        if (!PyErr_Occurred()) sqlite_error(w->db, "insert");
+        goto done;
+    }
+    if (rc < 0) goto done;
+    result = PyLong_FromSsize_t(PyList_GET_SIZE(out.includes));
+done:
+    Py_XDECREF(out.includes);
+    free(tokens.items);
+    free(parser.defs.items);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef WRITER_METHODS[] = {
+    {"begin", (PyCFunction)writer_begin, METH_NOARGS, "Start a transaction."},
+    {"commit", (PyCFunction)writer_commit, METH_NOARGS, "Commit the transaction."},
+    {"scan", (PyCFunction)writer_scan, METH_VARARGS,
+     "scan(data, file_id) -> number of #includes: scan a C file and insert its symbols, occurrences and imports rows."},
+    {"close", (PyCFunction)writer_close, METH_NOARGS, "Close the connection (idempotent)."},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject WriterType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "codewell.codenav._lex.Writer",
+    .tp_basicsize = sizeof(Writer),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Writer(path): inserts scanned C files' rows into the codenav index file at path.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)writer_init,
+    .tp_dealloc = (destructor)writer_dealloc,
+    .tp_methods = WRITER_METHODS,
+};
+
 /* longest_line(data, limit): the length of the longest line within the first `limit` bytes (codenav's
    minified-file test; the Python split it replaces cost a seventh of the C extraction). */
 static PyObject *longest_line(PyObject *self, PyObject *args) {
@@ -1303,5 +1582,14 @@ static struct PyModuleDef MODULE = {
 
 PyMODINIT_FUNC PyInit__lex(void) {
     keywords_init();
-    return PyModule_Create(&MODULE);
+    if (PyType_Ready(&WriterType) < 0) return NULL;
+    PyObject *module = PyModule_Create(&MODULE);
+    if (module == NULL) return NULL;
+    Py_INCREF(&WriterType);
+    if (PyModule_AddObject(module, "Writer", (PyObject *)&WriterType) < 0) {
+        Py_DECREF(&WriterType);
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
 }

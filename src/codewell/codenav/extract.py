@@ -17,7 +17,7 @@ import bisect
 import re
 import time
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import NamedTuple
 
@@ -35,6 +35,7 @@ __all__ = [
     "Occurrence",
     "Symbol",
     "extract",
+    "grammar_by_suffix",
     "skip_reason",
 ]
 
@@ -124,11 +125,24 @@ def _parser(grammar: Grammar) -> Parser:
     return Parser(_compiled(grammar).language)
 
 
-def skip_reason(data: bytes) -> str:
+def grammar_by_suffix(path: str) -> Grammar | None:
+    """grammar_of(path) without building a PurePosixPath per call (a tenth of the native C extraction's cost):
+    the grammar depends on the file name's suffix only, and a tree has few of them."""
+    name = path.rpartition("/")[2]
+    dot = name.rfind(".")
+    return _suffix_grammar(name[dot:] if 0 < dot < len(name) - 1 else "")  # PurePosixPath.suffix
+
+
+@lru_cache(maxsize=1024)  # bounded: a long-running server meets many odd suffixes
+def _suffix_grammar(suffix: str) -> Grammar | None:
+    return grammar_of(f"file{suffix}")
+
+
+def skip_reason(data: bytes | memoryview) -> str:
     """Why a file is not parsed ("" when it is): too big, binary, or minified (a very long line)."""
     if len(data) > MAX_FILE_BYTES:
         return f"over {MAX_FILE_BYTES >> 20} MB"
-    head = data[:8192]
+    head = bytes(data[:8192])  # `in` on a memoryview compares single bytes as integers
     if b"\x00" in head:
         return "binary"
     longest = native.longest_line(data, 65536)
@@ -174,13 +188,19 @@ def _name(data: bytes, node: Node) -> str:
     return _text(data, node).lstrip(":")
 
 
-def extract(path: str, data: bytes, *, file_id: int | None = None) -> FileSymbols:
+def extract(
+    path: str, data: bytes | memoryview, *, file_id: int | None = None, sink: native.RowWriter | None = None
+) -> FileSymbols:
     """Everything codenav keeps about one file (language "" when it is not a supported language).
 
     `file_id`: the index build's id of the file. C may then come back as `symbol_rows` and `occurrence_rows`
     (what the index tables store) instead of `Symbol`s and `Occurrence`s: no Python object per identifier.
+    With `sink` too, the native scanner inserts those rows and the #includes into the index itself (both lists
+    and `imports` come back empty).
+    `data` may be a view (of the search shard's mapping): the native scanner reads it in place, tree-sitter
+    gets a copy.
     """
-    grammar = grammar_of(path)
+    grammar = grammar_by_suffix(path)
     if grammar is None:
         return FileSymbols(path, "", size=len(data))
     result = FileSymbols(path, grammar.label, grammar.queries, size=len(data))
@@ -188,7 +208,8 @@ def extract(path: str, data: bytes, *, file_id: int | None = None) -> FileSymbol
     if result.skipped:
         return result
     if grammar.queries == "c" and native.available():
-        return _from_native(result, data, file_id)
+        return _from_native(result, data, file_id, sink)
+    data = bytes(data)
     root = _parse(grammar, data)
     if root is not None and root.has_error and grammar.queries == "typescript":
         root = _typescript_call_signatures(grammar, data, root)
@@ -223,8 +244,14 @@ def extract(path: str, data: bytes, *, file_id: int | None = None) -> FileSymbol
     return result
 
 
-def _from_native(result: FileSymbols, data: bytes, file_id: int | None) -> FileSymbols:
+def _from_native(
+    result: FileSymbols, data: bytes | memoryview, file_id: int | None, sink: native.RowWriter | None
+) -> FileSymbols:
     """A C file's FileSymbols from the native scanner (codenav/_lex.c): the fast path for C."""
+    if file_id is not None and sink is not None:
+        sink.scan(data, file_id)
+        result.symbol_rows, result.occurrence_rows = [], []  # in the index already, and the #includes too
+        return result
     if file_id is not None:
         table_rows = native.scan_c_rows(data, file_id)
         assert table_rows is not None  # available() was checked

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import logging
 from functools import lru_cache
+from pathlib import Path
 from types import ModuleType
+from typing import Protocol
 
 _lex: ModuleType | None
 try:
@@ -18,7 +20,7 @@ try:
 except ImportError:  # installed without a C compiler
     _lex = None
 
-__all__ = ["ENABLED", "CRows", "CScan", "available", "longest_line", "scan_c", "scan_c_rows"]
+__all__ = ["ENABLED", "CRows", "CScan", "RowWriter", "available", "longest_line", "row_writer", "scan_c", "scan_c_rows"]
 
 log = logging.getLogger(__name__)
 # Tests switch the scanner off to compare it with the tree-sitter path.
@@ -34,12 +36,35 @@ OccurrenceRow = tuple[str, int, str]
 CRows = tuple[list[SymbolRow], list[OccurrenceRow], list[tuple[str, int]]]
 
 
+class RowWriter(Protocol):
+    """_lex.Writer: scans C files straight into an index file's `symbols` and `occurrences` tables."""
+
+    def begin(self) -> None: ...
+    def commit(self) -> None: ...
+    def scan(self, data: bytes | memoryview, file_id: int, /) -> int:
+        """Inserts the file's `symbols` and `occurrences` rows (as scan_c_rows shapes them) and its #includes
+        as `imports` rows; returns how many #includes there were."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def row_writer(index_file: Path) -> RowWriter | None:
+    """A native writer into `index_file` (its tables already created), or None without the scanner (or with a
+    `_lex` built before the writer existed: the build then inserts scan_c_rows' rows itself)."""
+    if not available() or not hasattr(_lex, "Writer"):
+        return None
+    assert _lex is not None
+    writer: RowWriter = _lex.Writer(str(index_file))
+    return writer
+
+
 def available() -> bool:
     """Whether C files go through the native scanner (built and not switched off)."""
     return ENABLED and _built()
 
 
-def scan_c(data: bytes) -> CScan | None:
+def scan_c(data: bytes | memoryview) -> CScan | None:
     """Definitions, grouped identifier occurrences and #includes of a C file; None without the scanner."""
     if not available():
         return None
@@ -48,8 +73,12 @@ def scan_c(data: bytes) -> CScan | None:
     return result
 
 
-def scan_c_rows(data: bytes, file_id: int) -> CRows | None:
-    """scan_c's findings as rows of the index tables for `file_id` (the index build's path); None without it."""
+def scan_c_rows(data: bytes | memoryview, file_id: int) -> CRows | None:
+    """scan_c's findings as rows of the index tables for `file_id` (the index build's path); None without it.
+
+    The occurrence rows leave out a name whose occurrences are exactly its definitions in the file, and hold an
+    empty one for a defined name that never occurs (codenav/store.py's format; not scan_c's grouping).
+    """
     if not available():
         return None
     assert _lex is not None
@@ -57,13 +86,13 @@ def scan_c_rows(data: bytes, file_id: int) -> CRows | None:
     return result
 
 
-def longest_line(data: bytes, limit: int) -> int:
+def longest_line(data: bytes | memoryview, limit: int) -> int:
     """Length of the longest line of `data[:limit]` (natively when the scanner is built, which is always
     the case where it counts: not behind the tests' switch, since it finds the same as Python)."""
     if _lex is not None:
         length: int = _lex.longest_line(data, limit)
         return length
-    return max(map(len, data[:limit].split(b"\n")))
+    return max(map(len, bytes(data[:limit]).split(b"\n")))
 
 
 @lru_cache(maxsize=1)

@@ -44,7 +44,7 @@ from codewell.codenav.store import ImportRow, Indexed, SymbolRow, build_index, o
 from codewell.core.actors import Actor
 from codewell.core.errors import InvalidInput, NotFound
 from codewell.repos.service import Repo, RepoService, clean_path
-from codewell.search.service import DefinitionSpans, SymbolMatch
+from codewell.search.service import DefinitionSpans, SearchService, SymbolMatch
 
 if TYPE_CHECKING:
     from codewell.runtime import Runtime
@@ -218,7 +218,9 @@ class CodeNavService:
             found = open_index(path)
             if found is not None:
                 return found
-            stats = build_index(path, repo.mirror_path, commit, {"repo": repo.name}, self._pool())
+            # The files of a commit search just indexed come from its shard (no inflating every blob again).
+            files = self.runtime.get(SearchService).revision_files(repo, commit)
+            stats = build_index(path, repo.mirror_path, commit, {"repo": repo.name}, self._pool(), files)
             log.info(
                 "symbols indexed",
                 extra={

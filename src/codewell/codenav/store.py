@@ -5,6 +5,11 @@ language, package and why it was skipped), `symbols` (definitions), `occurrences
 positions `line:column:role` joined by `;` — one row per (file, name) keeps the table a few times smaller than
 one row per occurrence), `imports` and `gomods` (module path of each go.mod). Lookups by name and by file are
 indexed, so a query reads only the rows it needs and never parses a file.
+
+A (file, name) whose occurrences are exactly the file's definitions of that name (`#define X 1` and no other
+`X` in the file: most names of generated headers) has no `occurrences` row: `Indexed.occurrences` reads those
+positions from `symbols`. A name the file defines but never names as an identifier has a row with empty
+positions, so that the reader does not make one up. (Format 3; format 2 stored every row.)
 """
 
 from __future__ import annotations
@@ -18,17 +23,20 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import json5
 import pygit2
 
 from codewell.codenav import native
-from codewell.codenav.extract import MAX_FILE_BYTES, FileSymbols, Symbol, extract
-from codewell.codenav.languages import Grammar, grammar_of
+from codewell.codenav.extract import DEFINITION, MAX_FILE_BYTES, FileSymbols, Symbol, extract, grammar_by_suffix
+
+if TYPE_CHECKING:
+    from codewell.search.service import RevisionFiles
 
 __all__ = ["FORMAT", "Indexed", "SymbolRow", "build_index", "open_index"]
 
-FORMAT = 2
+FORMAT = 3
 _SYMLINK = 0o120000
 # Files per task sent to a worker: big enough to amortize pickling, small enough to balance the workers.
 _BATCH_BYTES = 512 * 1024
@@ -36,6 +44,10 @@ _BATCH_BYTES = 512 * 1024
 _POOL_MIN_BYTES = 4 << 20
 # Batches handed to the pool and not yet written: enough to keep the workers busy, few enough to bound memory.
 _BATCHES_AHEAD = 8
+# Where a file's bytes are read: a blob of the mirror, or a document of the search shard (`RevisionFiles`).
+_Source = pygit2.Oid | int
+# A file's bytes: from git, or a view of the shard's mapping (the native scanner reads it in place).
+_Data = bytes | memoryview
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -117,13 +129,13 @@ def _walk(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str) -> Iterator[t
             yield f"{prefix}{name}", entry.id
 
 
-def extract_batch(batch: list[tuple[str, bytes]]) -> list[FileSymbols]:
+def extract_batch(batch: list[tuple[str, _Data]]) -> list[FileSymbols]:
     """Worker entry point: extract every file of a batch."""
     return [extract(path, data) for path, data in batch]
 
 
-def _batches(items: Iterable[tuple[str, bytes]]) -> Iterator[list[tuple[str, bytes]]]:
-    batch: list[tuple[str, bytes]] = []
+def _batches(items: Iterable[tuple[str, _Data]]) -> Iterator[list[tuple[str, _Data]]]:
+    batch: list[tuple[str, _Data]] = []
     size = 0
     for item in items:
         batch.append(item)
@@ -155,9 +167,19 @@ def _tsconfig_paths(data: bytes) -> str:
 
 
 def build_index(
-    target: Path, mirror: Path, commit: str, meta: dict[str, str], pool: ProcessPoolExecutor | None
+    target: Path,
+    mirror: Path,
+    commit: str,
+    meta: dict[str, str],
+    pool: ProcessPoolExecutor | None,
+    files: RevisionFiles | None = None,
 ) -> BuildStats:
     """Extract every supported file of `commit` and write the index to `target` atomically.
+
+    `files`: the commit's files as the search shard just built holds them (`SearchService.revision_files`).
+    Their bytes are read from that mapping instead of inflated from git again; git still serves the few files
+    the shard keeps no bytes of that codenav parses (search's "binary" means a NUL anywhere, codenav's only in
+    the first 8 KB). Without `files` (a revision search did not index) everything comes from git.
 
     Memory stays bounded on big trees: blobs are read as their batch is handed to the extractor, at most a
     few batches are in flight in the pool, and each batch's rows are written to SQLite as it comes back (only
@@ -167,41 +189,40 @@ def build_index(
     repo = pygit2.Repository(str(mirror))
     tree = repo[commit].peel(pygit2.Tree)
     paths: list[str] = []
-    wanted: list[tuple[str, pygit2.Oid, int, bool]] = []  # path, blob, size, is C
+    wanted: list[tuple[str, _Source, int, bool]] = []  # path, where its bytes are, size, is C
     gomods: list[tuple[str, str]] = []
     too_big: list[FileSymbols] = []
-    grammars: dict[str, Grammar | None] = {}
-    for path, oid in _walk(repo, tree, ""):
+    for path, source, size in _tree_files(repo, tree, files):
         paths.append(path)
         if path == "go.mod" or path.endswith("/go.mod"):
-            gomods.append((path.rpartition("/")[0], _go_module(_blob_data(repo, oid))))
+            gomods.append((path.rpartition("/")[0], _go_module(bytes(_data(repo, files, source)))))
         if path == "tsconfig.json":
-            meta = {**meta, "tsconfig": _tsconfig_paths(_blob_data(repo, oid))}
-        grammar = _grammar(path, grammars)
+            meta = {**meta, "tsconfig": _tsconfig_paths(bytes(_data(repo, files, source)))}
+        grammar = grammar_by_suffix(path)
         if grammar is None:
             continue
-        size = repo.odb.read_header(oid)[1]
         if size > MAX_FILE_BYTES:
             # Not even read: recorded as skipped like any other file extraction refuses.
             skipped = f"over {MAX_FILE_BYTES >> 20} MB"
             too_big.append(FileSymbols(path, grammar.label, grammar.queries, skipped=skipped, size=size))
             continue
-        wanted.append((path, oid, size, grammar.queries == "c"))
+        wanted.append((path, source, size, grammar.queries == "c"))
     ids = {path: file_id for file_id, path in enumerate(sorted(paths), start=1)}
     # C goes through the native scanner (tens of MB per second): cheaper here than pickled to a worker and back.
     # The tree-sitter languages go to the pool when there is enough of them to pay for the workers.
     fast = native.available()
-    here = [(path, oid) for path, oid, _, is_c in wanted if fast and is_c]
-    elsewhere = [(path, oid) for path, oid, _, is_c in wanted if not (fast and is_c)]
+    here = [(path, source) for path, source, _, is_c in wanted if fast and is_c]
+    elsewhere = [(path, source) for path, source, _, is_c in wanted if not (fast and is_c)]
     slow_bytes = sum(size for _, _, size, is_c in wanted if not (fast and is_c))
     if pool is None or slow_bytes < _POOL_MIN_BYTES:
         here, elsewhere = here + elsewhere, []
     writer = _Writer(target, ids)
     try:
         writer.add(too_big)
-        farmed = _Farmed(pool, _batches(_read(repo, elsewhere))) if pool is not None else None
-        for batch in _batches(_read(repo, here)):
-            writer.add([extract(path, data, file_id=ids[path]) for path, data in batch])
+        # bytes for the pool: a view of the mapping does not pickle.
+        farmed = _Farmed(pool, _batches(_read(repo, files, elsewhere, copy=True))) if pool is not None else None
+        for batch in _batches(_read(repo, files, here)):
+            writer.extract(batch)
             if farmed is not None:
                 for chunk in farmed.ready():
                     writer.add(chunk)
@@ -214,10 +235,37 @@ def build_index(
     return BuildStats(len(paths), writer.parsed, writer.parsed_bytes, writer.skipped, time.monotonic() - started)
 
 
-def _read(repo: pygit2.Repository, files: list[tuple[str, pygit2.Oid]]) -> Iterator[tuple[str, bytes]]:
-    """(path, content) of `files`, each blob read when the consumer gets to it."""
-    for path, oid in files:
-        yield path, _blob_data(repo, oid)
+def _tree_files(
+    repo: pygit2.Repository, tree: pygit2.Tree, files: RevisionFiles | None
+) -> Iterator[tuple[str, _Source, int]]:
+    """(path, where its bytes are, size in git) of every blob of the commit but symlinks (as search walks it)."""
+    if files is None:
+        for path, oid in _walk(repo, tree, ""):
+            yield path, oid, repo.odb.read_header(oid)[1]
+        return
+    for doc in files.docs:
+        path, size = files.path(doc), files.size(doc)
+        if files.skipped(doc) and size <= MAX_FILE_BYTES:
+            # No bytes in the shard but small enough to parse (a NUL past codenav's binary test): from git.
+            yield path, tree[path].id, size
+        else:
+            yield path, doc, size
+
+
+def _data(repo: pygit2.Repository, files: RevisionFiles | None, source: _Source) -> _Data:
+    if isinstance(source, int):
+        assert files is not None
+        return files.data(source)  # a view of the shard's mapping, no copy
+    return _blob_data(repo, source)
+
+
+def _read(
+    repo: pygit2.Repository, files: RevisionFiles | None, wanted: list[tuple[str, _Source]], *, copy: bool = False
+) -> Iterator[tuple[str, _Data]]:
+    """(path, content) of `wanted`, each read when the consumer gets to it (shard bytes as a view unless `copy`)."""
+    for path, source in wanted:
+        data = _data(repo, files, source)
+        yield path, bytes(data) if copy else data
 
 
 def _blob_data(repo: pygit2.Repository, oid: pygit2.Oid) -> bytes:
@@ -227,23 +275,13 @@ def _blob_data(repo: pygit2.Repository, oid: pygit2.Oid) -> bytes:
     return data
 
 
-def _grammar(path: str, known: dict[str, Grammar | None]) -> Grammar | None:
-    """grammar_of(path), looked up once per file name suffix (it depends on nothing else; a tree has few)."""
-    name = path.rpartition("/")[2]
-    dot = name.rfind(".")
-    suffix = name[dot:] if 0 < dot < len(name) - 1 else ""  # PurePosixPath.suffix without building a path
-    if suffix not in known:
-        known[suffix] = grammar_of(path)
-    return known[suffix]
-
-
 class _Farmed:
     """Batches extracted in the pool, in order, with at most _BATCHES_AHEAD submitted and not yet taken.
 
     `Executor.map` would submit every batch at once, holding every blob of the tree in memory.
     """
 
-    def __init__(self, pool: ProcessPoolExecutor, batches: Iterator[list[tuple[str, bytes]]]) -> None:
+    def __init__(self, pool: ProcessPoolExecutor, batches: Iterator[list[tuple[str, _Data]]]) -> None:
         self.pool = pool
         self.batches = batches
         self.pending: deque[Future[list[FileSymbols]]] = deque()
@@ -285,6 +323,19 @@ class _Writer:
         self.done = False
         self.db = sqlite3.connect(self.tmp)
         self.db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + _SCHEMA)
+        # The native scanner's own connection: it inserts C files' rows without making Python objects of them.
+        # The two connections take turns, each committing before the other writes.
+        self.native = native.row_writer(self.tmp)
+
+    def extract(self, batch: list[tuple[str, _Data]]) -> None:
+        """Extract `batch` in this process and write it (C rows straight from the scanner, in one transaction)."""
+        sink = self.native
+        if sink is not None:
+            sink.begin()
+        results = [extract(path, data, file_id=self.ids[path], sink=sink) for path, data in batch]
+        if sink is not None:
+            sink.commit()
+        self.add(results)
 
     def add(self, results: list[FileSymbols]) -> None:
         ids = self.ids
@@ -331,9 +382,12 @@ class _Writer:
             "INSERT INTO imports VALUES (?, ?, ?, ?, ?)",
             ((ids[r.path], i.module, i.name, i.alias, i.line) for r in results for i in r.imports),
         )
+        self.db.commit()  # the native writer's turn may come next
 
     def finish(self, gomods: list[tuple[str, str]], meta: dict[str, str]) -> None:
         """The files table, go.mod modules, meta and the indexes; then the file replaces `target`."""
+        if self.native is not None:
+            self.native.close()
         rows = []
         for path, file_id in self.ids.items():
             language, queries, package, skipped, size = self.files.get(path, ("", "", "", "", 0))
@@ -351,20 +405,34 @@ class _Writer:
     def close(self) -> None:
         """Drops the half-written file when `finish` did not run (an extraction failed)."""
         if not self.done:
+            if self.native is not None:
+                self.native.close()
             self.db.close()
             self.tmp.unlink(missing_ok=True)
 
 
 def _occurrence_rows(results: list[FileSymbols], ids: dict[str, int]) -> Iterator[tuple[str, int, str]]:
+    """The occurrences table's rows of tree-sitter results (the native scanner builds its own the same way):
+    none for a name whose occurrences are exactly its definitions in the file; an empty one for a
+    defined name that never occurs (see the module docstring)."""
     for r in results:
         if r.occurrence_rows is not None:
             continue  # inserted as they are (_Writer.add)
-        grouped: dict[str, list[str]] = {}
+        grouped: dict[str, list[tuple[int, int, str]]] = {}
         for o in r.occurrences:
-            grouped.setdefault(o.name, []).append(f"{o.line}:{o.column}:{o.role}")
+            grouped.setdefault(o.name, []).append((o.line, o.column, o.role))
+        defined: dict[str, list[tuple[int, int, str]]] = {}
+        for s in r.symbols:
+            defined.setdefault(s.name, []).append((s.line, s.column, DEFINITION))
         file_id = ids[r.path]
-        for name, positions in grouped.items():
-            yield name, file_id, ";".join(positions)
+        for name, spots in grouped.items():
+            # The order of the positions means nothing (tree-sitter's captures do not come in file order).
+            if name in defined and sorted(spots) == sorted(defined[name]):
+                continue
+            yield name, file_id, ";".join(f"{line}:{column}:{role}" for line, column, role in spots)
+        for name in defined:
+            if name not in grouped:
+                yield name, file_id, ""
 
 
 class Indexed:
@@ -489,6 +557,30 @@ class Indexed:
                 out.setdefault(path, []).append((line, col, end_col))
         return out
 
+    def definition_blocks(self, kinds: Iterable[str]) -> dict[str, list[tuple[int, int, str]]]:
+        """Path → (first line, last line, qualified name) of every definition of one of `kinds`, whole revision.
+
+        The definition's extent (`def_line`..`def_end_line`), the name prefixed with its container and a dot when
+        it has one; per path in `symbols_in`'s order (line, column; then row order). One query for the revision:
+        nls chunks every file by its definitions, and a query per path cost more than the chunking itself.
+        """
+        wanted = sorted(set(kinds))
+        marks = ",".join("?" * len(wanted))
+        rows = self.db.execute(
+            "SELECT s.file_id, s.def_line, s.def_end_line, "
+            "CASE WHEN s.container != '' THEN s.container || '.' || s.name ELSE s.name END "
+            f"FROM symbols s WHERE s.kind IN ({marks}) ORDER BY s.file_id, s.line, s.col, s.rowid",
+            wanted,
+        )
+        by_id: dict[int, list[tuple[int, int, str]]] = {}
+        for file_id, first, last, name in rows:
+            spans = by_id.get(file_id)
+            if spans is None:
+                spans = by_id[file_id] = []
+            spans.append((first, last, name))
+        paths = dict(self.db.execute("SELECT id, path FROM files"))
+        return {paths[file_id]: spans for file_id, spans in by_id.items()}
+
     def symbols_in(self, path: str) -> list[Symbol]:
         rows = self.db.execute(
             "SELECT s.name, s.kind, s.container, s.line, s.col, s.end_line, s.end_col, s.def_line, s.def_col, "
@@ -517,17 +609,32 @@ class Indexed:
         return [ImportRow(*row) for row in rows]
 
     def occurrences(self, name: str) -> dict[str, list[tuple[int, int, str]]]:
-        """Path → (line, column, role) of every identifier `name` in the revision."""
+        """Path → (line, column, role) of every identifier `name` in the revision.
+
+        A file without a row for `name` that defines it: its occurrences are its definitions (module docstring).
+        """
         rows = self.db.execute(
             "SELECT f.path, o.positions FROM occurrences o JOIN files f ON f.id = o.file_id WHERE o.name = ?",
             (name,),
         )
         out: dict[str, list[tuple[int, int, str]]] = {}
+        stored: set[str] = set()
         for path, positions in rows:
+            stored.add(path)
+            if not positions:
+                continue  # defined there, never named
             spots = out.setdefault(path, [])
             for item in positions.split(";"):
                 line, column, role = item.split(":")
                 spots.append((int(line), int(column), role))
+        definitions = self.db.execute(
+            "SELECT f.path, s.line, s.col FROM symbols s JOIN files f ON f.id = s.file_id WHERE s.name = ? "
+            "ORDER BY s.file_id, s.line, s.col",
+            (name,),
+        )
+        for path, line, column in definitions:
+            if path not in stored:
+                out.setdefault(path, []).append((line, column, DEFINITION))
         return out
 
     def go_modules(self) -> list[tuple[str, str]]:

@@ -194,7 +194,8 @@ def test_occurrences_roles_comments_strings_labels() -> None:
 
 
 def test_table_rows_say_what_the_objects_say() -> None:
-    # The index build asks for the rows of its tables (file id given); they hold the same as the objects.
+    # The index build asks for the rows of its tables (file id given); read as Indexed.occurrences reads them
+    # (a defined name without a row occurs exactly where it is defined), they hold the same as the objects.
     listed = extract("block/queue.c", KERNEL_C.encode())
     rows = extract("block/queue.c", KERNEL_C.encode(), file_id=7)
     assert rows.occurrence_rows is not None
@@ -205,13 +206,31 @@ def test_table_rows_say_what_the_objects_say() -> None:
     expanded = {
         (name, int(line), int(column), role)
         for name, _, joined in rows.occurrence_rows
+        if joined
         for line, column, role in (spot.split(":") for spot in joined.split(";"))
     }
-    assert expanded == _occurrences(listed)
-    assert [name for name, _, _ in rows.occurrence_rows][:3] == ["QUEUE_DEPTH", "queue_full", "q"]
+    with_row = {name for name, _, _ in rows.occurrence_rows}
+    from_symbols = {(row[1], row[4], row[5], "d") for row in rows.symbol_rows if row[1] not in with_row}
+    assert from_symbols  # names only defined (fields, `QUEUE_DEPTH`-like macros used nowhere else) have no row
+    assert not expanded & from_symbols
+    assert expanded | from_symbols == _occurrences(listed)
+    # `queue` is defined (the struct) and used: its row keeps every position, the definition's too.
+    assert ("queue", 12, 8, "d") in expanded
+    assert [name for name, _, _ in rows.occurrence_rows][:3] == ["QUEUE_DEPTH", "q", "count"]
     assert {row[0] for row in rows.symbol_rows} == {7}
     assert [Symbol(*row[1:]) for row in rows.symbol_rows] == listed.symbols
     assert rows.imports == listed.imports
+
+
+def test_a_defined_name_that_never_occurs_has_an_empty_row() -> None:
+    # `bool` is a keyword to the lexer, so `#define bool _Bool` defines a name with no identifier occurrence:
+    # the empty row tells the reader not to take the definition for one.
+    source = b"#define bool _Bool\n#define ONLY_HERE 1\nint used;\nint f(void) { return used; }\n"
+    rows = extract("a.c", source, file_id=1)
+    assert rows.occurrence_rows is not None
+    # ONLY_HERE and f occur only where they are defined: no row.
+    assert sorted(rows.occurrence_rows) == [("bool", 1, ""), ("used", 1, "3:5:d;4:22:r")]
+    assert {o.name for o in extract("a.c", source).occurrences} == {"ONLY_HERE", "used", "f"}
 
 
 def test_same_definitions_and_occurrences_as_tree_sitter_on_the_c_fixture() -> None:
