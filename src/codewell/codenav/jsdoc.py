@@ -1,20 +1,37 @@
 """JavaScript members through JSDoc types: `info.children` where `@param {import('./x.js').Node} info` says what
 `info` is, `this.node.expression` where the field carries `/** @type {import('./Binding.js').default} */`.
 
-Only types written as `import('module').Name` (or a `.d.ts` member's `name: Type`) are followed: they name their
-module, so no inference is needed. Anything else (unions, generics, arrays, a name declared twice with different
-types in one file) answers nothing and leaves the question to the other rules.
+A type is followed where the file names it the way TypeScript's checker binds it in a JavaScript file:
+`import('module').Name`; a plain `Name` that is a class, interface or type alias of the same file, a
+`@typedef {...} Name` there, or a name the file imports (`import Block from './Block.js'`); `Name | null` (the
+value is that or nothing); `Name[]` and `Array<Name>` for their elements. A variable is typed by its `@param`, the
+`@type` above it or cast on its value (`/** @type {Name} */ (value)`), what it is built with (`new Name()`), the
+receiver it is assigned (`const parent = this.parent`), the `@returns` of the function whose result it is
+(`const block = create_block()`, `block.child()`), the receiver it is destructured from (`const { renderer } = this`)
+and the array it walks (`for (const x of list)`, the parameter of `list.forEach((x) => ...)`).
+
+Members are looked up in the class, then its bases (`extends`, in the same file or imported); `this.x` of a field a
+base class in another module declares has the type the base gives it; a union's member is the one its types that
+have such a member agree on (the code reading it has narrowed the union to them). A variable bound several times in
+a file is read through the binding nearest above the use when the use's line is known, else through the bindings
+that answer, when they agree. Anything else (generics, types of libraries) answers nothing and leaves the question
+to the other rules.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Generic, TypeVar
 
 from codewell.codenav.extract import Symbol
 
 __all__ = ["JsDocTypes"]
+
+_V = TypeVar("_V")
 
 # `import('./x.js').Name`, type arguments (`PromiseInfo<T>`) dropped: the members are the generic type's.
 _IMPORT_TYPE = re.compile(r"""\s*import\(\s*['"]([^'"]+)['"]\s*\)\.([A-Za-z_$][\w$]*)\s*(?:<.*>)?\s*""")
@@ -22,15 +39,88 @@ _IMPORT_TYPE = re.compile(r"""\s*import\(\s*['"]([^'"]+)['"]\s*\)\.([A-Za-z_$][\
 _EXTENDS_TAG = re.compile(r"@extends\s*\{?\s*([A-Za-z_$][\w$]*)\s*<(.+)>\s*\}?")
 _TEMPLATE_TAG = re.compile(r"@template\s*(?:\{.*?\}\s*)?\[?([A-Za-z_$][\w$]*)")
 _TYPE_NAME = re.compile(r"[A-Za-z_$][\w$]*")
+_PLAIN_TYPE = re.compile(r"\s*([A-Za-z_$][\w$]*)\s*(?:<.*>)?\s*")
+_ARRAY_TYPE = re.compile(r"\s*(?:Array\s*<(.+)>|(.+?)\s*\[\s*\])\s*")
+_NOTHING = re.compile(r"^\s*(?:null|undefined)\s*$")
+_TYPEDEF = re.compile(r"@typedef\s*\{")
+_TYPEDEF_NAME = re.compile(r"\s*([A-Za-z_$][\w$]*)")
+_COMMENT_MARGIN = re.compile(r"\n\s*\*(?!/)")  # a doc comment's line start: ` * `
+_CHAIN = r"(this(?:\.[A-Za-z_$][\w$]*)+|[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*)"
+# Array methods whose callback's first parameter is an element of the array.
+_ELEMENT_CALLBACKS = r"(?:forEach|map|filter|find|findLast|some|every|flatMap|findIndex)"
+_RECEIVER_BEFORE = re.compile(r"(?<![\w$.)\]])" + _CHAIN + r"\s*$")  # the receiver a `.method(` follows
+# `const { a, b: local, c = 1 } = receiver` (a flat pattern; a nested one or a call's result is left out).
+_DESTRUCTURING = re.compile(r"\b(?:const|let|var)\s*\{([^{}]*)\}\s*=\s*" + _CHAIN + r"(?![\w$.(\[])")
+_PATTERN_ITEM = re.compile(r"\s*([A-Za-z_$][\w$]*)\s*(?::\s*([A-Za-z_$][\w$]*)\s*)?(?:=[^,]*)?")
+_DECLARED_KINDS = frozenset({"class", "interface", "type alias", "enum"})
+_CHAIN_DEPTH = 3  # `for (const a of b.c)` whose `b` is itself a loop variable, and so on
 _EXTENDS = re.compile(r"\b(?:interface|class)\s+([A-Za-z_$][\w$]*)[^{]*?\bextends\s+([^{]+)\{")
 _BASE_HOPS = 4
 _DOC_LINES_ABOVE = 3  # a field's `/** @type {T} */` sits on the lines just above it
+_TYPE_TAG = re.compile(r"@type\s*\{(.+)\}")
+_RETURNS_TAG = re.compile(r"@returns?\s*\{(.+)\}")
+
+
+@lru_cache(maxsize=2048)
+def _variable_patterns(variable: str, field: bool) -> tuple[re.Pattern[str], ...]:
+    """The patterns `_spellings_in` reads a variable's (or a `this.` field's) types with, compiled once per name:
+    `@param`, a declaration, `new`, a cast, an assigned receiver, a call's result, `for ... of`, element callbacks."""
+    name = re.escape(variable)
+    declaring = r"\bthis\." if field else r"\b(?:const|let|var)\s+"
+    return (
+        re.compile(r"@param\s*\{(.+)\}\s*\[?" + name + r"\b(?![.\w$])"),
+        re.compile(r"\s*(?:(?:export\s+)?(?:const|let|var)\s+|this\.)?" + name + r"\s*(?:[;=]|$)"),
+        re.compile(declaring + name + r"\s*=\s*new\s+([A-Za-z_$][\w$]*)\s*[(<]"),
+        re.compile(declaring + name + r"\s*=\s*/\*\*\s*@type\s*\{(.+?)\}\s*\*/\s*\("),
+        re.compile(declaring + name + r"\s*=\s*" + _CHAIN + r"\s*;?\s*$"),
+        re.compile(declaring + name + r"\s*=\s*(?:await\s+)?" + _CHAIN + r"\s*\("),
+        re.compile(r"\bfor\s*\(\s*(?:const|let|var)\s+" + name + r"\s+of\s+" + _CHAIN + r"\s*\)"),
+        # `.forEach((variable) =>`, on the receiver's line or a later one (`xs\n  .filter(...)`).
+        re.compile(
+            r"\.\s*"
+            + _ELEMENT_CALLBACKS
+            + r"\s*\(\s*(?:async\s+)?(?:function\s*)?(?:\(\s*"
+            + name
+            + r"\b(?!\s*[.:=])|"
+            + name
+            + r"\s*=>)"
+        ),
+    )
+
+
+class _Memo(Generic[_V]):
+    """A bounded map shared by the questions of every thread: the oldest entries go first."""
+
+    def __init__(self, size: int) -> None:
+        self._data: dict[tuple[str, str, str, bool], _V] = {}
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str, str, bool]) -> _V | None:
+        with self._lock:
+            return self._data.get(key)
+
+    def put(self, key: tuple[str, str, str, bool], value: _V) -> None:
+        with self._lock:
+            self._data[key] = value
+            while len(self._data) > self._size:
+                del self._data[next(iter(self._data))]
+
+
+# (revision, path, variable, is a field) → what the file says; a few files' lines (a file is read whole).
+_LINES: _Memo[list[str]] = _Memo(64)
+_DESTRUCTURED: _Memo[tuple[tuple[int, str, str, str], ...]] = _Memo(1024)
+_SPELLINGS: _Memo[frozenset[tuple[int, str]]] = _Memo(8192)
+_BASES: _Memo[dict[str, list[str]]] = _Memo(1024)
+_TYPEDEFS: _Memo[dict[str, str]] = _Memo(1024)
+_SYMBOLS: _Memo[tuple[Symbol, ...]] = _Memo(2048)  # a revision's symbols never change either (indexed once)
 
 
 @dataclass(frozen=True, slots=True)
 class _Type:
     path: str  # the module that declares it
     name: str  # a class, an interface or a type alias there; "default" for the default export
+    alternatives: tuple[_Type, ...] = ()  # a union `A | B` of types it names (path and name then empty)
 
 
 @dataclass(slots=True)
@@ -38,57 +128,201 @@ class JsDocTypes:
     lines_of: Callable[[str], list[str]]
     symbols_of: Callable[[str], Sequence[Symbol]]
     resolve: Callable[[str, str], list[str]]  # (importing path, module spelling) → files
+    imports_of: Callable[[str], Sequence[tuple[str, str, str]]]  # path → (module, imported name, local name)
+    # The commit the files are read at: what is read from its files' text is kept across questions under it (a
+    # commit's files never change). Empty: kept for this instance only.
+    revision: str = ""
     # One question answers many occurrences of a file: lines and declared types are kept per instance.
     _lines: dict[str, list[str]] = field(default_factory=dict)
-    _types: dict[tuple[str, str, bool], _Type | None] = field(default_factory=dict)
+    _types: dict[tuple[str, str, bool, bool], _Type | None] = field(default_factory=dict)
+    _names: dict[tuple[str, str], _Type | None] = field(default_factory=dict)
     _bases: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    _texts: dict[str, str] = field(default_factory=dict)
+    _symbol_lists: dict[str, Sequence[Symbol]] = field(default_factory=dict)
     _members: dict[tuple[_Type, str], tuple[str, Symbol] | None] = field(default_factory=dict)
 
     def read(self, path: str) -> list[str]:
-        """`path`'s lines, read once per instance."""
+        """`path`'s lines, read once per instance (and kept a while for the next questions about the revision)."""
         if path not in self._lines:
-            self._lines[path] = self.lines_of(path)
+            kept = _LINES.get((self.revision, path, "", False)) if self.revision else None
+            self._lines[path] = kept if kept is not None else self.lines_of(path)
+            if self.revision and kept is None:
+                _LINES.put((self.revision, path, "", False), self._lines[path])
         return self._lines[path]
 
-    def member(self, path: str, qualifier: list[str], name: str) -> tuple[str, Symbol] | None:
-        """The definition of `qualifier.name` used in `path` when JSDoc types say what each receiver is."""
-        first, rest = qualifier[0], qualifier[1:]
+    def destructured(self, path: str) -> tuple[tuple[int, str, str, str], ...]:
+        """`const { key: local } = receiver` (and `{ key }`, `{ key = fallback }`) in `path`: (line, key, local,
+        receiver as written), for receivers that are names or member chains (`this`, `node`, `this.renderer`)."""
+        key = (self.revision, path, "", False)
+        found = _DESTRUCTURED.get(key) if self.revision else None
+        if found is None:
+            found = _destructurings(self._text(path))
+            if self.revision:
+                _DESTRUCTURED.put(key, found)
+        return found
+
+    def _bases_in(self, path: str) -> dict[str, list[str]]:
+        """The classes and interfaces `path` declares with `extends`: name → the names it extends."""
+        if path not in self._bases:
+            kept = _BASES.get((self.revision, path, "", False)) if self.revision else None
+            if kept is None:
+                found = _EXTENDS.finditer(self._text(path)) if "extends" in self._text(path) else iter(())
+                kept = {m.group(1): re.findall(r"[A-Za-z_$][\w$]*", m.group(2)) for m in found}
+                if self.revision:
+                    _BASES.put((self.revision, path, "", False), kept)
+            self._bases[path] = kept
+        return self._bases[path]
+
+    def _text(self, path: str) -> str:
+        if path not in self._texts:
+            self._texts[path] = "\n".join(self.read(path))
+        return self._texts[path]
+
+    def _symbols(self, path: str) -> Sequence[Symbol]:
+        if path not in self._symbol_lists:
+            kept = _SYMBOLS.get((self.revision, path, "", False)) if self.revision else None
+            if kept is None:
+                kept = tuple(self.symbols_of(path))
+                if self.revision:
+                    _SYMBOLS.put((self.revision, path, "", False), kept)
+            self._symbol_lists[path] = kept
+        return self._symbol_lists[path]
+
+    def member(
+        self, path: str, qualifier: list[str], name: str, line: int | None = None, depth: int = _CHAIN_DEPTH
+    ) -> tuple[str, Symbol] | None:
+        """The definition of `qualifier.name` used in `path` when JSDoc types say what each receiver is.
+
+        A variable the file binds several times (`node` in many functions) is read at `line` through its nearest
+        binding above; without a line, through every binding whose type has such a member, when they agree."""
+        first = qualifier[0]
+        if depth <= 0:
+            return None
+        if first == "this":
+            current = self._chain(path, qualifier, element=False, depth=depth)
+            return self._member_of(current, name) if current is not None else None
+        spelled = self._spelled_as(path, first, False)
+        if line is not None:
+            nearest = max((number for number, _ in spelled if number <= line), default=0)
+            spelled = frozenset(s for s in spelled if s[0] == nearest)
+        answers: set[tuple[str, Symbol] | None] = set()
+        for _number, spelling in spelled:
+            current = self._spelled(path, spelling, element=False, depth=depth)
+            for part in qualifier[1:]:
+                found = self._member_of(current, part) if current is not None else None
+                current = self._type_of_member(*found) if found is not None else None
+            answers.add(self._member_of(current, name) if current is not None else None)
+        if line is not None:
+            return answers.pop() if len(answers) == 1 else None
+        answers.discard(None)
+        return answers.pop() if len(answers) == 1 else None
+
+    def _chain(self, path: str, parts: list[str], *, element: bool, depth: int) -> _Type | None:
+        """The type of the receiver `parts` (`info`, `this.node`, `a.b.c`) in `path`; `element`: of its elements."""
+        if depth <= 0 or not parts:
+            return None
+        first, rest = parts[0], parts[1:]
         if first == "this":
             if not rest:
                 return None
-            current = self._declared(path, rest[0], field=True) or self._from_type_argument(path, rest[0])
+            last = element and len(rest) == 1
+            current = (
+                self._declared(path, rest[0], field=True, element=last, depth=depth)
+                or (None if last else self._from_type_argument(path, rest[0]))
+                or self._inherited_field(path, rest[0], element=last)
+            )
             rest = rest[1:]
         else:
-            current = self._declared(path, first, field=False)
-        for part in rest:
+            current = self._declared(path, first, field=False, element=element and not rest, depth=depth)
+        for number, part in enumerate(rest, start=1):
             found = self._member_of(current, part) if current is not None else None
-            current = self._type_of_member(*found) if found is not None else None
-        return self._member_of(current, name) if current is not None else None
+            current = self._type_of_member(*found, element=element and number == len(rest)) if found else None
+        return current
 
-    def _declared(self, path: str, variable: str, *, field: bool) -> _Type | None:
-        """The one JSDoc type `path` gives `variable` (a `@param`, or the `@type` above its declaration)."""
-        key = (path, variable, field)
+    def _declared(self, path: str, variable: str, *, field: bool, element: bool, depth: int) -> _Type | None:
+        """The one type `path` gives `variable` (or its elements): every way the file types it must agree."""
+        key = (path, variable, field, element)
         if key not in self._types:
-            self._types[key] = self._declared_once(path, variable, field=field)
+            self._types[key] = None  # a loop variable typed through itself (`for (const c of c.children)`)
+            kinds: set[_Type | None] = set()
+            for _line, spelling in self._spelled_as(path, variable, field):
+                kind = self._spelled(path, spelling, element=element, depth=depth)
+                # What inference cannot tell (`xs.map((x) => ...)` over an untyped `xs`) says nothing either way; a
+                # written type this rule cannot follow (`@param {string} x`) is another type.
+                if kind is not None or not spelling.startswith(("of:", "new:", "at:", "call:")):
+                    kinds.add(kind)
+            self._types[key] = kinds.pop() if len(kinds) == 1 else None
         return self._types[key]
 
-    def _declared_once(self, path: str, variable: str, *, field: bool) -> _Type | None:
-        lines = self.read(path)
-        param = re.compile(r"@param\s*\{(.+)\}\s*\[?" + re.escape(variable) + r"\b(?![.\w$])")
-        declared = re.compile(
-            r"\s*(?:(?:export\s+)?(?:const|let|var)\s+|this\.)?" + re.escape(variable) + r"\s*(?:[;=]|$)"
-        )
-        spellings: set[str] = set()
-        for number, line in enumerate(lines):
-            if variable not in line:
+    def _spelled(self, path: str, spelling: str, *, element: bool, depth: int) -> _Type | None:
+        if spelling.startswith("of:"):  # an element of the receiver that follows
+            return None if element else self._chain(path, spelling[3:].split("."), element=True, depth=depth - 1)
+        if spelling.startswith("new:"):  # built with `new Name(...)`
+            return None if element else self._named(path, spelling[4:])
+        if spelling.startswith("at:"):  # `variable = receiver`, `const { key: variable } = receiver` (receiver.key)
+            return self._chain(path, spelling[3:].split("."), element=element, depth=depth - 1)
+        if spelling.startswith("call:"):  # `const x = f(...)`: what f's `@returns` says
+            parts = spelling[5:].split(".")
+            called = (
+                self._function(path, parts[0])
+                if len(parts) == 1
+                else self.member(path, parts[:-1], parts[-1], depth=depth - 1)
+            )
+            return self._returned(*called, element=element) if called is not None else None
+        return self._parsed(path, spelling, element=element)
+
+    def _spelled_as(self, path: str, variable: str, field: bool) -> frozenset[tuple[int, str]]:
+        key = (self.revision, path, variable, field)
+        found = _SPELLINGS.get(key) if self.revision else None
+        if found is None:
+            found = _spellings_in(self._text(path), variable, field, () if field else self.destructured(path))
+            if self.revision:
+                _SPELLINGS.put(key, found)
+        return found
+
+    def _function(self, path: str, name: str) -> tuple[str, Symbol] | None:
+        """The function a plain call `name(...)` in `path` runs: the file's own top-level one, or the one it imports
+        under that name."""
+        own = [s for s in self._symbols(path) if s.name == name and s.kind == "function" and not s.container]
+        if own:
+            return (path, own[0]) if len(own) == 1 else None
+        for module, imported, alias in self.imports_of(path):
+            if alias != name or imported in ("", "*"):
                 continue
-            if not field and (found := param.search(line)):
-                spellings.add(found.group(1))
-            if declared.match(line):
-                for above in lines[max(0, number - _DOC_LINES_ABOVE) : number]:
-                    if tagged := re.search(r"@type\s*\{(.+)\}", above):
-                        spellings.add(tagged.group(1))
-        return self._parsed(path, spellings.pop()) if len(spellings) == 1 else None
+            files = self.resolve(path, module)
+            if not files:
+                return None
+            lines = self.read(files[0])
+            for symbol in self._symbols(files[0]):
+                if symbol.kind != "function" or symbol.container:
+                    continue
+                line = lines[symbol.def_line - 1] if symbol.def_line <= len(lines) else ""
+                if symbol.name == imported or (imported == "default" and "export default" in line):
+                    return files[0], symbol
+            return None
+        return None
+
+    def _returned(self, path: str, function: Symbol, *, element: bool) -> _Type | None:
+        """The type the `@returns {T}` (or `@return`) of the doc comment just above `function` names."""
+        lines = self.read(path)
+        number = function.def_line - 1  # 0-based: the definition's own line
+        while number > 0 and lines[number - 1].strip().startswith(("*", "/**")):
+            number -= 1
+            if tagged := _RETURNS_TAG.search(lines[number]):
+                return self._parsed(path, tagged.group(1), element=element)
+        return None
+
+    def _inherited_field(self, path: str, name: str, *, element: bool) -> _Type | None:
+        """`this.name` in a class of `path` that inherits the field from a base in another file: the base's type
+        for it (every class of the file that inherits one must agree)."""
+        kinds: set[_Type | None] = set()
+        for cls in self._symbols(path):
+            if cls.kind != "class" or cls.container:
+                continue
+            found = self._member_of(_Type(path, cls.name), name)
+            if found is not None and found[0] != path:  # the file's own fields are _declared's
+                kinds.add(self._type_of_member(*found, element=element))
+        return kinds.pop() if len(kinds) == 1 else None
 
     def _from_type_argument(self, path: str, field: str) -> _Type | None:
         """`this.field` in a class declared `@extends Base<Arg>` whose base types `field` with its template
@@ -111,45 +345,111 @@ class JsDocTypes:
                 for above in base_lines[max(0, number - _DOC_LINES_ABOVE) : number]:
                     tagged = re.search(r"@type\s*\{\s*([A-Za-z_$][\w$]*)\s*\}", above)
                     if tagged and tagged.group(1) in templates:
-                        return self._parsed(path, argument)
+                        return self._parsed(path, argument, element=False)
         return None
 
-    def _parsed(self, path: str, spelling: str) -> _Type | None:
-        found = _IMPORT_TYPE.fullmatch(spelling)
-        if found is None:
+    def _parsed(self, path: str, spelling: str, *, element: bool) -> _Type | None:
+        """The type `spelling` names in `path` (`element`: the type of its elements, when it is an array)."""
+        choices = [c for c in _alternatives(spelling) if not _NOTHING.match(c)]
+        if len(choices) > 1 and not element:
+            kinds = {self._parsed(path, choice, element=False) for choice in choices}
+            if None in kinds:
+                return None  # a type this rule cannot follow may have the member too
+            known = tuple(sorted((k for k in kinds if k is not None), key=lambda k: (k.path, k.name)))
+            return known[0] if len(known) == 1 else _Type("", "", known)
+        if len(choices) != 1:
             return None
-        files = self.resolve(path, found.group(1))
-        return _Type(files[0], found.group(2)) if files else None
+        spelling = choices[0].strip()
+        if spelling.startswith("(") and spelling.endswith(")"):
+            return self._parsed(path, spelling[1:-1], element=element)
+        if element:
+            array = _ARRAY_TYPE.fullmatch(spelling)
+            return self._parsed(path, array.group(1) or array.group(2), element=False) if array else None
+        found = _IMPORT_TYPE.fullmatch(spelling)
+        if found is not None:
+            files = self.resolve(path, found.group(1))
+            if not files:
+                return None
+            # What the module calls that name: a type alias stands for its types, a `@typedef` for its own.
+            named = self._named(files[0], found.group(2)) if found.group(2) != "default" else None
+            return named or _Type(files[0], found.group(2))
+        plain = _PLAIN_TYPE.fullmatch(spelling)
+        return self._named(path, plain.group(1)) if plain is not None and plain.group(1) != "Array" else None
+
+    def _named(self, path: str, name: str) -> _Type | None:
+        """The type a plain `name` means in `path`: a class, interface or type alias declared there, a
+        `@typedef {T} name` there, or what the file imports under that name."""
+        key = (path, name)
+        if key in self._names:
+            return self._names[key]
+        self._names[key] = None  # `@typedef {Foo} Foo` would go round
+        found: _Type | None = None
+        declared = [s for s in self._symbols(path) if s.name == name and s.kind in _DECLARED_KINDS and not s.container]
+        if declared:
+            # A type alias is what it stands for (`type INode = Action | Element | ...`, imported classes); one this
+            # rule cannot read stays the alias, whose members the module declares (`_member_once`).
+            standing = self._alias_of(path, declared[0]) if declared[0].kind == "type alias" else None
+            found = standing or _Type(path, name)
+        else:
+            typedefs = self._typedefs(path)
+            if name in typedefs:
+                found = self._parsed(path, typedefs[name], element=False)
+            else:
+                for module, imported, alias in self.imports_of(path):
+                    if alias == name and imported not in ("", "*"):
+                        files = self.resolve(path, module)
+                        found = _Type(files[0], imported) if files else None
+                        break
+        self._names[key] = found
+        return found
+
+    def _typedefs(self, path: str) -> dict[str, str]:
+        """`@typedef {T} Name` in `path`: Name → T (a type written over several lines of the comment joined)."""
+        key = (self.revision, path, "", False)
+        kept = _TYPEDEFS.get(key) if self.revision else None
+        if kept is None:
+            kept = _typedefs_in(self._text(path))
+            if self.revision:
+                _TYPEDEFS.put(key, kept)
+        return kept
+
+    def _alias_of(self, path: str, alias: Symbol) -> _Type | None:
+        """The type `type Name = ...` in `path` stands for, when it names types (a union of them, or one)."""
+        lines = self.read(path)
+        text = " ".join(lines[alias.def_line - 1 : alias.def_end_line]).strip()
+        written = re.match(r"(?:export\s+)?(?:declare\s+)?type\s+[A-Za-z_$][\w$]*\s*=\s*(.+?)\s*;?$", text)
+        return self._parsed(path, written.group(1), element=False) if written is not None else None
 
     def _class_name(self, kind: _Type) -> str:
         if kind.name != "default":
             return kind.name
         lines = self.read(kind.path)
-        for symbol in self.symbols_of(kind.path):
+        for symbol in self._symbols(kind.path):
             if symbol.kind == "class" and "export default" in lines[symbol.def_line - 1]:
                 return symbol.name
         return ""
 
     def _member_of(self, kind: _Type, name: str) -> tuple[str, Symbol] | None:
+        if kind.alternatives:
+            # A union's member, read where the code has narrowed it to the types that have one: they must agree
+            # (`StyleAttribute` inheriting `Attribute`'s).
+            found = {self._member_of(k, name) for k in kind.alternatives} - {None}
+            return found.pop() if len(found) == 1 else None
         if (kind, name) not in self._members:
+            self._members[kind, name] = None  # bases that extend each other
             self._members[kind, name] = self._member_once(kind, name)
         return self._members[kind, name]
 
     def _member_once(self, kind: _Type, name: str) -> tuple[str, Symbol] | None:
-        """`name` in the class or interface `kind`, or its bases declared in the same file; for a type alias
-        (`type Node = A | B`) the module's only member of that name, else the one whose owner the module's other
-        types extend."""
+        """`name` in the class or interface `kind`, or its bases (declared in the same file or imported); for a
+        type alias (`type Node = A | B`) the module's only member of that name, else the one whose owner the
+        module's other types extend."""
         owner = self._class_name(kind)
         if not owner:
             return None
-        members = [s for s in self.symbols_of(kind.path) if s.name == name and s.kind in ("method", "field")]
-        if not members:
-            return None
-        if kind.path not in self._bases:
-            text = "\n".join(self.read(kind.path))
-            found = _EXTENDS.finditer(text)
-            self._bases[kind.path] = {m.group(1): re.findall(r"[A-Za-z_$][\w$]*", m.group(2)) for m in found}
-        bases = self._bases[kind.path]
+        symbols = self._symbols(kind.path)
+        members = [s for s in symbols if s.name == name and s.kind in ("method", "field")]
+        bases = self._bases_in(kind.path)
         chain = [owner]
         for _ in range(_BASE_HOPS):
             chain += [b for c in chain for b in bases.get(c, []) if b not in chain]
@@ -157,8 +457,14 @@ class JsDocTypes:
             for member in members:
                 if member.container.split(".")[-1] == cls:
                     return kind.path, member
-        declared = {s.name for s in self.symbols_of(kind.path) if s.kind in ("class", "interface")}
-        if owner in declared:
+        declared = {s.name for s in symbols if s.kind in ("class", "interface")}
+        # A base the module imports (`class Element extends Wrapper`, Wrapper from './shared/Wrapper.js').
+        for base in (b for c in chain if c in declared for b in bases.get(c, []) if b not in declared):
+            imported = self._named(kind.path, base)
+            inherited = self._member_of(imported, name) if imported is not None and imported != kind else None
+            if inherited is not None:
+                return inherited
+        if owner in declared or not members:
             return None  # a class without that member: not this rule's to guess
         if len(members) == 1:
             return kind.path, members[0]  # the one type of the module with that member
@@ -166,7 +472,7 @@ class JsDocTypes:
         shared = [m for m in members if m.container.split(".")[-1] in extended]
         return (kind.path, min(shared, key=lambda s: s.line)) if shared else None
 
-    def _type_of_member(self, path: str, member: Symbol) -> _Type | None:
+    def _type_of_member(self, path: str, member: Symbol, *, element: bool = False) -> _Type | None:
         lines = self.read(path)
         line = lines[member.def_line - 1] if member.def_line <= len(lines) else ""
         if path.endswith(".ts"):
@@ -174,10 +480,100 @@ class JsDocTypes:
             if written is None:
                 return None
             spelling = written.group(1)
-            if _TYPE_NAME.fullmatch(spelling):
-                return _Type(path, spelling)
-            return self._parsed(path, spelling)
+            found = self._parsed(path, spelling, element=element)
+            if found is None and not element and _TYPE_NAME.fullmatch(spelling):
+                return _Type(path, spelling)  # a type the declaration file leaves to its readers' scope
+            return found
         for above in reversed(lines[max(0, member.def_line - 1 - _DOC_LINES_ABOVE) : member.def_line - 1]):
             if tagged := re.search(r"@type\s*\{(.+)\}", above):
-                return self._parsed(path, tagged.group(1))
+                return self._parsed(path, tagged.group(1), element=element)
         return None
+
+
+def _alternatives(spelling: str) -> list[str]:
+    """The members of a union written in `spelling`, split at its top-level `|` (not inside `<>`, `()`, `{}`)."""
+    parts: list[str] = []
+    depth = 0
+    start = 0
+    for at, char in enumerate(spelling):
+        if char in "<({[":
+            depth += 1
+        elif char in ">)}]" and not (char == ">" and spelling[at - 1 : at] == "="):
+            depth -= 1
+        elif char == "|" and depth == 0:
+            parts.append(spelling[start:at])
+            start = at + 1
+    parts.append(spelling[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _spellings_in(  # noqa: PLR0912 - a branch per form
+    text: str, variable: str, field: bool, destructurings: tuple[tuple[int, str, str, str], ...]
+) -> frozenset[tuple[int, str]]:
+    """What a file's `text` writes about `variable`, with the (1-based) line that says it: a `@param`, the `@type`
+    above its declaration or cast on its value (`/** @type {T} */ (value)`), `new Name(...)` it is built with, the
+    receiver it is assigned (`at:this.parent`; `const { key: variable } = receiver` as `at:receiver.key`), the function
+    whose result it is (`call:f`), or the array a `for ... of` loop or an element callback
+    (`xs.forEach((variable) => ...)`) takes it from (`of:xs`)."""
+    lines = text.split("\n")
+    param, declared, built, cast, assigned, calls, looped, called = _variable_patterns(variable, field)
+    spellings: set[tuple[int, str]] = set()
+    for number, line in enumerate(lines, start=1):
+        if variable not in line:
+            continue
+        # Each form has a word of its own: lines without it (most uses of a variable) skip its pattern.
+        if not field and "@param" in line and (found := param.search(line)):
+            spellings.add((number, found.group(1)))
+        if declared.match(line):
+            for above in lines[max(0, number - 1 - _DOC_LINES_ABOVE) : number - 1]:
+                if tagged := _TYPE_TAG.search(above):
+                    spellings.add((number, tagged.group(1)))
+        if not field and "for" in line:
+            spellings.update((number, "of:" + m.group(1)) for m in looped.finditer(line))
+        if "=" not in line:
+            continue
+        if "new" in line and (found := built.search(line)):
+            spellings.add((number, "new:" + found.group(1)))
+        if "@type" in line and (found := cast.search(line)):
+            spellings.add((number, found.group(1)))
+        if (found := assigned.search(line)) and found.group(1) != "this":
+            spellings.add((number, "at:" + found.group(1)))
+        if "(" in line and (found := calls.search(line)):
+            spellings.add((number, "call:" + found.group(1)))
+    if not field and ("=>" in text or "function" in text):
+        for call in called.finditer(text):
+            if receiver := _RECEIVER_BEFORE.search(text, max(0, call.start() - 200), call.start()):
+                spellings.add((text.count("\n", 0, call.start()) + 1, "of:" + receiver.group(1)))
+    if not field:
+        spellings.update(
+            (number, f"at:{receiver}.{member}")
+            for number, member, local, receiver in destructurings
+            if local == variable
+        )
+    return frozenset(spellings)
+
+
+def _destructurings(text: str) -> tuple[tuple[int, str, str, str], ...]:
+    """`const { key: local } = receiver` patterns of a file's text: (line, key, local, receiver)."""
+    found: list[tuple[int, str, str, str]] = []
+    if "} =" in text or "}=" in text:
+        for pattern in _DESTRUCTURING.finditer(text):
+            line = text.count("\n", 0, pattern.start()) + 1
+            for item in pattern.group(1).split(","):
+                if binding := _PATTERN_ITEM.fullmatch(item):
+                    found.append((line, binding.group(1), binding.group(2) or binding.group(1), pattern.group(2)))
+    return tuple(found)
+
+
+def _typedefs_in(text: str) -> dict[str, str]:
+    """`@typedef {T} Name` of a file's text: Name → T, its braces balanced (`{{ a: A }}`), over lines if need be."""
+    found: dict[str, str] = {}
+    for tag in _TYPEDEF.finditer(text):
+        depth, at = 1, tag.end()
+        while at < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[at], 0)
+            at += 1
+        named = _TYPEDEF_NAME.match(text, at)
+        if depth == 0 and named is not None:
+            found.setdefault(named.group(1), _COMMENT_MARGIN.sub(" ", text[tag.end() : at - 1]).strip())
+    return found

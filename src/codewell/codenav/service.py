@@ -397,7 +397,10 @@ class CodeNavService:
         hits: list[_Hit] = []
         unresolved: list[tuple[str, str]] = []
         if target.queries and not target.skipped:
-            hits = self._js_jsdoc_member(target, name, qualifier) or self._js_receiver_member(target, name, qualifier)
+            types = self._jsdoc_types(target) if target.queries == "javascript" else None
+            qualifier = qualifier or self._js_destructured_receiver(target, name, types)
+            hits = self._js_jsdoc_member(target, name, qualifier, types)
+            hits = hits or self._js_receiver_member(target, name, qualifier)
             hits = hits or self._same_file(target, name, qualifier)
             # A Python local variable of some function is a weaker answer than what the file imports.
             local_only = target.queries == "python" and all(
@@ -490,12 +493,26 @@ class CodeNavService:
             lambda path: self._lines(target.repo, target.commit, path),
             target.index.symbols_in,
             lambda path, module: module_files(target.index, path, "javascript", module),
+            lambda path: [(i.module, i.name, i.alias) for i in target.index.imports_of(path)],
+            target.commit,
         )
 
-    def _js_jsdoc_member(self, target: _Target, name: str, qualifier: list[str]) -> list[_Hit]:
+    def _js_destructured_receiver(self, target: _Target, name: str, types: JsDocTypes | None) -> list[str]:
+        """A bare JavaScript `name` the file binds with `const { name } = receiver`: that local is `receiver.name`, so
+        its definition is the member's (`const { renderer } = this`). Not when the file defines or imports a `name`
+        of its own, or destructures it from several receivers."""
+        if types is None or self._alias_bound(target, name):
+            return []
+        if any(s.name == name and s.kind not in ("method", "field") for s in target.index.symbols_in(target.path)):
+            return []
+        receivers = {receiver for _, key, local, receiver in types.destructured(target.path) if key == local == name}
+        return next(iter(receivers)).split(".") if len(receivers) == 1 else []
+
+    def _js_jsdoc_member(
+        self, target: _Target, name: str, qualifier: list[str], types: JsDocTypes | None
+    ) -> list[_Hit]:
         """JavaScript `obj.name` where JSDoc says what `obj` is (`@param {import('./x.js').T} obj`): jsdoc.py."""
-        types = self._jsdoc_types(target)
-        if types is None or target.queries != "javascript" or not qualifier or self._alias_bound(target, qualifier[0]):
+        if types is None or not qualifier or self._alias_bound(target, qualifier[0]):
             return []
         found = types.member(target.path, qualifier, name)
         if found is None:
@@ -1127,7 +1144,7 @@ class CodeNavService:
                 else None
             )
             if evident is None and jsdoc is not None and owner and path.endswith(_JS_SUFFIXES):
-                typed = jsdoc.member(path, owner.split("."), definition.name)
+                typed = jsdoc.member(path, owner.split("."), definition.name, line)
                 evident = None if typed is None else typed == (target.path, definition)
             if evident is not None:
                 if evident:
