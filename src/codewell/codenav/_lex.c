@@ -1300,43 +1300,59 @@ done:
     return rows;
 }
 
+/* One C file lexed and parsed: what scan_c and Writer.scan both turn into rows. */
+typedef struct {
+    LexOut out;
+    Tokens tokens;
+    Parser parser;
+} Scanned;
+
+/* Lex and parse `view` into `sc` (zeroed by the caller, and not moved after: the parser points at its tokens);
+   -1 with an exception set on failure. scanned_free(sc) releases it either way. */
+static int scan_buffer(const Py_buffer *view, const char *who, Scanned *sc) {
+    if (view->len >= (Py_ssize_t)UINT32_MAX / 2) {
+        PyErr_Format(PyExc_ValueError, "%s: input over 2 GB", who);
+        return -1;
+    }
+    sc->out.includes = PyList_New(0);
+    if (sc->out.includes == NULL) return -1;
+    Lexer lx = {(const uint8_t *)view->buf, view->len, 0, 1, 0};
+    if (lex(&lx, &sc->tokens, &sc->out) < 0) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        return -1;
+    }
+    sc->parser.s = (const uint8_t *)view->buf;
+    sc->parser.tokens = &sc->tokens;
+    if (parse(&sc->parser) < 0) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static void scanned_free(Scanned *sc) {
+    Py_XDECREF(sc->out.includes);
+    free(sc->tokens.items);
+    free(sc->parser.defs.items);
+}
+
 static PyObject *scan_c(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer view;
     Py_ssize_t file_id = -1;
     if (!PyArg_ParseTuple(args, "y*|n", &view, &file_id)) return NULL;
-    if (view.len >= (Py_ssize_t)UINT32_MAX / 2) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "scan_c: input over 2 GB");
-        return NULL;
-    }
     PyObject *result = NULL, *symbols = NULL, *rows = NULL;
-    LexOut out = {PyList_New(0)};
-    Tokens tokens = {0};
-    Parser parser = {0};
-    if (out.includes == NULL) goto done;
-    Lexer lx = {(const uint8_t *)view.buf, view.len, 0, 1, 0};
-    if (lex(&lx, &tokens, &out) < 0) {
-        if (!PyErr_Occurred()) PyErr_NoMemory();
-        goto done;
-    }
-    parser.s = (const uint8_t *)view.buf;
-    parser.tokens = &tokens;
-    if (parse(&parser) < 0) {
-        if (!PyErr_Occurred()) PyErr_NoMemory();
-        goto done;
-    }
-    symbols = symbols_list(&parser, file_id);
+    Scanned sc = {0};
+    if (scan_buffer(&view, "scan_c", &sc) < 0) goto done;
+    symbols = symbols_list(&sc.parser, file_id);
     if (symbols == NULL) goto done;
-    rows = occurrence_rows(&parser, file_id);
+    rows = occurrence_rows(&sc.parser, file_id);
     if (rows == NULL) goto done;
-    result = PyTuple_Pack(3, symbols, rows, out.includes);
+    result = PyTuple_Pack(3, symbols, rows, sc.out.includes);
 done:
     Py_XDECREF(symbols);
     Py_XDECREF(rows);
-    Py_XDECREF(out.includes);
-    free(tokens.items);
-    free(parser.defs.items);
+    scanned_free(&sc);
     PyBuffer_Release(&view);
     return result;
 }
@@ -1494,39 +1510,19 @@ static PyObject *writer_scan(Writer *w, PyObject *args) {
         return NULL;
     }
     if (!PyArg_ParseTuple(args, "y*n", &view, &file_id)) return NULL;
-    if (view.len >= (Py_ssize_t)UINT32_MAX / 2) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "scan: input over 2 GB");
-        return NULL;
-    }
     PyObject *result = NULL;
-    LexOut out = {PyList_New(0)};
-    Tokens tokens = {0};
-    Parser parser = {0};
-    if (out.includes == NULL) goto done;
-    Lexer lx = {(const uint8_t *)view.buf, view.len, 0, 1, 0};
-    if (lex(&lx, &tokens, &out) < 0) {
-        if (!PyErr_Occurred()) PyErr_NoMemory();
-        goto done;
-    }
-    parser.s = (const uint8_t *)view.buf;
-    parser.tokens = &tokens;
-    if (parse(&parser) < 0) {
-        if (!PyErr_Occurred()) PyErr_NoMemory();
-        goto done;
-    }
-    int rc = insert_rows(w, &parser, (sqlite3_int64)file_id);
-    if (rc == 0) rc = insert_includes(w, out.includes, (sqlite3_int64)file_id);
+    Scanned sc = {0};
+    if (scan_buffer(&view, "scan", &sc) < 0) goto done;
+    int rc = insert_rows(w, &sc.parser, (sqlite3_int64)file_id);
+    if (rc == 0) rc = insert_includes(w, sc.out.includes, (sqlite3_int64)file_id);
     if (rc == -1) {
         if (!PyErr_Occurred()) sqlite_error(w->db, "insert");
         goto done;
     }
     if (rc < 0) goto done;
-    result = PyLong_FromSsize_t(PyList_GET_SIZE(out.includes));
+    result = PyLong_FromSsize_t(PyList_GET_SIZE(sc.out.includes));
 done:
-    Py_XDECREF(out.includes);
-    free(tokens.items);
-    free(parser.defs.items);
+    scanned_free(&sc);
     PyBuffer_Release(&view);
     return result;
 }
