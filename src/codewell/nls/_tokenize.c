@@ -1,24 +1,27 @@
-/* Native term counting for the nls index build (module codewell.nls._tokenize; used by nls/native.py).
+/* Native chunking and term counting for the nls index build (module codewell.nls._tokenize; nls/native.py).
 
-   TermCounter.add_file: the chunks of one file, given as byte ranges of its blob, become documents of term
-   counts. Each identifier ([A-Za-z_][A-Za-z0-9_]*, exactly the _IDENT regex of index.py) of a chunk's body
-   counts once, of its comments (the rest of a line after its first `#`, `//`, slash-star, `*`, triple
-   quotes: the _COMMENT regex) `comment_weight` more times, of the file's path `path_weight` times and of the
-   chunk's symbol names `symbol_weight` times. An identifier's terms are worked out once, the first time it is
-   seen, as index.py's _identifier_tokens does: split at `_` and into words by the _WORD regex (camelCase,
-   acronyms, digit runs), lower-cased; the whole identifier lower-cased is a term when it has more than one
-   word; each word of two letters or more is a term through `word_token`, the Python callable given to the
-   constructor (stop list and Snowball stemming), called once per distinct word. After that an identifier is
-   one hash lookup.
-   TermCounter.export: per document its length (terms with repetitions, as bm25s counts them) and its
-   distinct terms with their counts, in first-seen order; tokens(): the term strings by id.
-   chunk_bytes: the byte ranges of chunks given by their lines.
-   csc: the BM25 score matrix from the (document, term, score) triples in document order, scattered into
-   bm25s's column-major arrays by a counting sort (stable, so rows ascend within a column as bm25s has them).
+   TermCounter.add_source: one file as the build gets it (its bytes: a view of search's shard, or git's), chunked
+   by index.py's chunk_file rules on the bytes (the lines as decoding, splitting at \n and dropping a final empty
+   line gives them; a window is blank when str.strip() of each decoded line is empty), then each chunk counted
+   as add_file counts it. Returns the chunk table rows and the chunks' symbol names; nothing is decoded.
+   TermCounter.add_file: the chunks of one file, given as byte ranges, become documents of term counts. Each
+   identifier ([A-Za-z_][A-Za-z0-9_]*, exactly the _IDENT regex of index.py) of a chunk's body counts once, of
+   its comments (the rest of a line after its first `#`, `//`, slash-star, `*`, triple quotes: the _COMMENT
+   regex) `comment_weight` more times, of the file's path `path_weight` times and of the chunk's symbol names
+   `symbol_weight` times. An identifier's terms are worked out once, the first time it is seen, as index.py's
+   _identifier_tokens does: split at `_` and into words by the _WORD regex (camelCase, acronyms, digit runs),
+   lower-cased; the whole identifier lower-cased is a term when it has more than one word; each word of two
+   letters or more is a term through `word_token`, the Python callable given to the constructor (stop list
+   and Snowball stemming), called once per distinct word. After that an identifier is one hash lookup.
+   TermCounter.lengths / frequencies / bm25: the documents' lengths, the terms' document frequencies, then the
+   BM25 score matrix straight into bm25s's column-major arrays (the same floating-point operations as bm25s's
+   numpy code); vocab_json: the terms as bm25s writes its vocabulary. export / tokens: the raw counts (tests).
+   chunk_file: add_source's chunking alone (tests).
 
    Why native: tokenizing and counting in Python (a regex per chunk, a cached split per identifier, a list
    of strings per chunk, then bm25s's Counter per document) cost ~4x the whole search index build. Here a
-   file is one call that creates no Python object per identifier occurrence.
+   file is one call that creates no Python object per identifier occurrence. On a big tree the counter waits
+   on memory (millions of identifiers and terms): its tables are built to touch few cache lines per lookup.
 
    Identifiers are ASCII, so working on the blob's bytes is the same as working on its decoded text: UTF-8
    never puts an ASCII byte inside a multi-byte sequence, and the decoder's replacement characters are not
@@ -29,6 +32,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 /* Byte classes of identifiers, one table lookup per byte in the scanning loops (filled at module init). */
 enum { START = 1, PART = 2 };
@@ -38,6 +44,20 @@ static uint8_t CLASS[256];
 #define IS_UPPER(c) ((c) >= 'A' && (c) <= 'Z')
 #define IS_LOWER(c) ((c) >= 'a' && (c) <= 'z')
 #define IS_DIGIT(c) ((c) >= '0' && (c) <= '9')
+
+/* Ask for transparent huge pages on a big table (Linux, THP in "madvise" mode): its lookups land anywhere in it,
+   and with 4 KiB pages nearly each one also missed the TLB; 2 MiB pages cut the page walks. A hint only. */
+static void advise_huge(void *p, size_t n) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    if (n < 4 * huge) return;
+    uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1), b = ((uintptr_t)p + n) & ~(huge - 1);
+    if (b > a) (void)madvise((void *)a, b - a, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)n;
+#endif
+}
 
 static int grow(void **buf, Py_ssize_t *cap, Py_ssize_t need, size_t item) {
     if (need <= *cap) return 0;
@@ -50,6 +70,7 @@ static int grow(void **buf, Py_ssize_t *cap, Py_ssize_t need, size_t item) {
     }
     *buf = p;
     *cap = n;
+    advise_huge(p, (size_t)n * item);
     return 0;
 }
 
@@ -70,8 +91,6 @@ typedef struct {
     int32_t len;
     Py_ssize_t key_at;   /* in the arena */
     int32_t value;       /* words: the term id or -1 */
-    int32_t exp_len;     /* identifiers: their terms are exp[exp_at : exp_at + exp_len] */
-    Py_ssize_t exp_at;
 } Entry;
 
 typedef struct {
@@ -94,6 +113,7 @@ static int table_resize(Table *t, Py_ssize_t size) {
         PyErr_NoMemory();
         return -1;
     }
+    advise_huge(slots, (size_t)size * sizeof(Slot));
     for (Py_ssize_t i = 0; i < size; i++) slots[i].entry = -1;
     for (Py_ssize_t e = 0; e < t->n; e++) {
         uint32_t h = t->entries[e].hash;
@@ -145,32 +165,140 @@ static Py_ssize_t table_add(Table *t, const uint8_t *s, Py_ssize_t n, uint32_t h
     return e;
 }
 
+/* The identifiers seen so far and their terms: the table every identifier occurrence is looked up in, so its
+   slot holds all a lookup needs: the hash, the length, the terms' place in `exp`, and the identifier itself
+   when it has at most 16 bytes (94 % of the occurrences in the Linux tree), else its place in the arena. A hit
+   on a short identifier reads one cache line (a slot is 32 bytes); the table of a big corpus does not fit in
+   the cache, and this lookup was the counter's hot spot. */
+#define INLINE_KEY 16
 typedef struct {
-    int64_t doc;  /* the document that last counted the term, or -1 */
-    int64_t slot; /* where its count is in the pairs */
-} TermMark;
+    int32_t at, len; /* the identifier's terms: exp[at : at + len] */
+} Terms;
+
+typedef struct {
+    uint32_t hash;
+    uint32_t len; /* 0: a free slot (identifiers are never empty) */
+    Terms terms;
+    union {
+        uint8_t key[INLINE_KEY]; /* zero-padded */
+        Py_ssize_t key_at;       /* len > INLINE_KEY: in the arena */
+    } k;
+} IdSlot;
+
+typedef struct {
+    IdSlot *slots;
+    Py_ssize_t size, n; /* size: a power of two, at least twice n */
+    char *arena;
+    Py_ssize_t arena_len, arena_cap;
+} IdTable;
+
+static int ids_resize(IdTable *t, Py_ssize_t size) {
+    IdSlot *slots = PyMem_Calloc((size_t)size, sizeof(IdSlot));
+    if (slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    advise_huge(slots, (size_t)size * sizeof(IdSlot));
+    for (Py_ssize_t i = 0; i < t->size; i++) {
+        const IdSlot *old = &t->slots[i];
+        if (old->len == 0) continue;
+        Py_ssize_t at = old->hash & (size - 1);
+        while (slots[at].len) at = (at + 1) & (size - 1);
+        slots[at] = *old;
+    }
+    PyMem_Free(t->slots);
+    t->slots = slots;
+    t->size = size;
+    return 0;
+}
+
+static void ids_free(IdTable *t) {
+    PyMem_Free(t->slots);
+    PyMem_Free(t->arena);
+    memset(t, 0, sizeof *t);
+}
+
+/* The slot of identifier s[0:n] (n > 0, h its hash): the one holding it, or the free one where it would go. */
+static IdSlot *ids_find(const IdTable *t, const uint8_t *s, Py_ssize_t n, uint32_t h) {
+    Py_ssize_t mask = t->size - 1, at = h & mask;
+    if (n <= INLINE_KEY) {
+        uint8_t key[INLINE_KEY] = {0};
+        memcpy(key, s, (size_t)n);
+        for (;; at = (at + 1) & mask) {
+            IdSlot *slot = &t->slots[at];
+            if (slot->len == 0 || (slot->hash == h && slot->len == n && memcmp(slot->k.key, key, INLINE_KEY) == 0))
+                return slot;
+        }
+    }
+    for (;; at = (at + 1) & mask) {
+        IdSlot *slot = &t->slots[at];
+        if (slot->len == 0 ||
+            (slot->hash == h && slot->len == n && memcmp(t->arena + slot->k.key_at, s, (size_t)n) == 0))
+            return slot;
+    }
+}
+
+/* Fill the free `slot` (from ids_find) with s[0:n] and its terms; grows the table, so `slot` is stale after. */
+static int ids_add(IdTable *t, IdSlot *slot, const uint8_t *s, Py_ssize_t n, uint32_t h, Terms terms) {
+    if (n > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "identifier too long");
+        return -1;
+    }
+    slot->hash = h;
+    slot->len = (uint32_t)n;
+    slot->terms = terms;
+    if (n <= INLINE_KEY) {
+        memset(slot->k.key, 0, INLINE_KEY);
+        memcpy(slot->k.key, s, (size_t)n);
+    } else {
+        if (grow((void **)&t->arena, &t->arena_cap, t->arena_len + n, 1) < 0) {
+            slot->len = 0;
+            return -1;
+        }
+        memcpy(t->arena + t->arena_len, s, (size_t)n);
+        slot->k.key_at = t->arena_len;
+        t->arena_len += n;
+    }
+    t->n++;
+    return 2 * t->n > t->size ? ids_resize(t, 2 * t->size) : 0;
+}
+
+/* The terms the current document counted so far, each with where its count is: a small hash table that stays
+   in the cache (a document has ~50 distinct terms), where an array over all terms (millions) missed the cache at
+   almost every term. A slot is in use when it carries the current document's generation (no clearing). */
+typedef struct {
+    int32_t term;
+    int32_t at; /* where its count is in the pairs, from the document's first pair */
+    uint32_t gen;
+} DocSlot;
 
 typedef struct {
     PyObject_HEAD
     PyObject *word_token; /* lower-cased word (str) -> its token (str), or None for a stop word */
     Table tokens;         /* token -> term id (= entry number) */
     Table words;          /* lower-cased word -> term id, or -1 for none */
-    Table idents;         /* identifier -> its terms (Entry.exp_at, exp_len) */
+    IdTable idents;       /* identifier -> its terms */
+    IdSlot *hot;          /* HOT recently looked-up short identifiers (direct-mapped), in front of `idents` */
     int32_t *exp;
     Py_ssize_t exp_n, exp_cap;
-    /* per term: the document that last counted it and where its count is */
-    TermMark *marks;
-    Py_ssize_t terms_cap;
+    DocSlot *doc_terms;
+    Py_ssize_t doc_size, doc_n; /* doc_size: a power of two, 1 << doc_bits */
+    int doc_bits;
+    uint32_t gen; /* the current document's */
     /* output */
     int32_t *pair_term, *pair_count;
-    Py_ssize_t pairs, pairs_cap;
+    Py_ssize_t pairs, pairs_cap, doc_first; /* doc_first: the current document's first pair */
     int64_t *doc_len, *doc_pairs;
     Py_ssize_t docs, docs_cap;
-    /* the identifiers of the current file's path */
-    int32_t *path_ids;
+    /* the terms of the current file's path's identifiers */
+    Terms *path_terms;
     Py_ssize_t path_n, path_cap;
     uint8_t *scratch; /* an identifier lower-cased */
     Py_ssize_t scratch_cap;
+    uint8_t *name_buf; /* a symbol name's code points as bytes (any above 127 as 0x80) */
+    Py_ssize_t name_cap;
+    Py_ssize_t *line_at; /* the current file's line starts */
+    Py_ssize_t line_cap;
     int busy; /* in add_file: word_token calling back into the counter would invalidate its table slots */
 } TermCounter;
 
@@ -179,14 +307,11 @@ static Py_ssize_t token_id(TermCounter *self, const uint8_t *s, Py_ssize_t n) {
     uint32_t h = hash_bytes(s, n);
     Py_ssize_t slot, e = table_find(&self->tokens, s, n, h, &slot);
     if (e >= 0) return e;
-    e = table_add(&self->tokens, s, n, h, slot, 0);
-    if (e < 0) return -1;
-    if (e >= self->terms_cap) {
-        Py_ssize_t old = self->terms_cap;
-        if (grow((void **)&self->marks, &self->terms_cap, e + 1, sizeof(TermMark)) < 0) return -1;
-        for (Py_ssize_t t = old; t < self->terms_cap; t++) self->marks[t].doc = -1;
+    if (n > INT32_MAX || self->tokens.n >= INT32_MAX / 2) {
+        PyErr_SetString(PyExc_ValueError, "too many terms");
+        return -1;
     }
-    return e;
+    return table_add(&self->tokens, s, n, h, slot, 0);
 }
 
 /* The term id of lower-cased word s[0:n] (-1: none, a stop word), from word_token on first sight; -2 on error. */
@@ -281,105 +406,466 @@ static Py_ssize_t expand_identifier(TermCounter *self, const uint8_t *s, Py_ssiz
     return self->exp_n - before;
 }
 
-/* The entry of identifier s[0:n] (h: its hash_bytes), added and expanded when new; -1 with an exception set. */
-static Py_ssize_t ident_id(TermCounter *self, const uint8_t *s, Py_ssize_t n, uint32_t h) {
-    Py_ssize_t slot, e = table_find(&self->idents, s, n, h, &slot);
-    if (e >= 0) return e;
-    Py_ssize_t at = self->exp_n, count = expand_identifier(self, s, n);
-    if (count < 0) return -1;
+
+
+/* The terms of identifier s[0:n] (h: its hash_bytes), expanded and added on first sight; len -1 on error. */
+static Terms ident_terms(TermCounter *self, const uint8_t *s, Py_ssize_t n, uint32_t h) {
+    IdSlot *slot = ids_find(&self->idents, s, n, h);
+    if (slot->len) return slot->terms;
+    Terms terms = {(int32_t)self->exp_n, -1};
+    Py_ssize_t count = expand_identifier(self, s, n);
+    if (count < 0) return terms;
+    if (self->exp_n > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "too many identifiers");
+        return terms;
+    }
     /* expanding adds no identifier, so `slot` is still free */
-    e = table_add(&self->idents, s, n, h, slot, 0);
-    if (e < 0) return -1;
-    self->idents.entries[e].exp_at = at;
-    self->idents.entries[e].exp_len = (int32_t)count;
-    return e;
+    terms.len = (int32_t)count;
+    if (ids_add(&self->idents, slot, s, n, h, terms) < 0) terms.len = -1;
+    return terms;
 }
 
-/* Count identifier `id`'s terms `weight` times into document self->docs. */
-static int count_ident(TermCounter *self, Py_ssize_t id, int32_t weight) {
-    int64_t doc = self->docs;
-    const Entry *ident = &self->idents.entries[id];
-    const int32_t *terms = self->exp + ident->exp_at;
-    int32_t n = ident->exp_len;
-    Py_ssize_t cap = self->pairs_cap, cap2 = self->pairs_cap; /* both arrays grow alike */
-    if (grow((void **)&self->pair_term, &cap, self->pairs + n, sizeof(int32_t)) < 0 ||
-        grow((void **)&self->pair_count, &cap2, self->pairs + n, sizeof(int32_t)) < 0)
+static inline Py_ssize_t doc_slot(const TermCounter *self, int32_t term) {
+    return (Py_ssize_t)(((uint32_t)term * 2654435761u) >> (32 - self->doc_bits)); /* Fibonacci hashing */
+}
+
+/* The document's term table at `bits` (its terms so far rehashed), or -1. */
+static int doc_resize(TermCounter *self, int bits) {
+    DocSlot *slots = PyMem_Calloc((size_t)1 << bits, sizeof(DocSlot));
+    if (slots == NULL) {
+        PyErr_NoMemory();
         return -1;
-    self->pairs_cap = cap < cap2 ? cap : cap2;
+    }
+    PyMem_Free(self->doc_terms);
+    self->doc_terms = slots;
+    self->doc_bits = bits;
+    self->doc_size = (Py_ssize_t)1 << bits;
+    self->gen = 1;
+    for (Py_ssize_t p = self->doc_first; p < self->pairs; p++) {
+        int32_t term = self->pair_term[p];
+        Py_ssize_t at = doc_slot(self, term);
+        while (slots[at].gen == self->gen) at = (at + 1) & (self->doc_size - 1);
+        slots[at] = (DocSlot){term, (int32_t)(p - self->doc_first), self->gen};
+    }
+    return 0;
+}
+
+/* Count `terms` `weight` times into document self->docs. */
+static int count_terms(TermCounter *self, Terms terms, int32_t weight) {
+    int32_t doc = (int32_t)self->docs;
+    const int32_t *ids = self->exp + terms.at;
+    int32_t n = terms.len;
+    if (self->pairs + n > self->pairs_cap) {
+        Py_ssize_t cap = self->pairs_cap, cap2 = self->pairs_cap; /* both arrays grow alike */
+        if (grow((void **)&self->pair_term, &cap, self->pairs + n, sizeof(int32_t)) < 0 ||
+            grow((void **)&self->pair_count, &cap2, self->pairs + n, sizeof(int32_t)) < 0)
+            return -1;
+        self->pairs_cap = cap < cap2 ? cap : cap2;
+    }
+    Py_ssize_t mask = self->doc_size - 1;
     for (int32_t i = 0; i < n; i++) {
-        int32_t t = terms[i];
-        TermMark *mark = &self->marks[t];
-        if (mark->doc != doc) {
-            mark->doc = doc;
-            mark->slot = self->pairs;
-            self->pair_term[self->pairs] = t;
-            self->pair_count[self->pairs] = weight;
-            self->pairs++;
-        } else {
-            self->pair_count[mark->slot] += weight;
+        int32_t t = ids[i];
+        DocSlot *slot = &self->doc_terms[doc_slot(self, t)];
+        while (slot->gen == self->gen && slot->term != t)
+            slot = &self->doc_terms[(slot - self->doc_terms + 1) & mask];
+        if (slot->gen == self->gen) {
+            self->pair_count[self->doc_first + slot->at] += weight;
+            continue;
+        }
+        *slot = (DocSlot){t, (int32_t)(self->pairs - self->doc_first), self->gen};
+        self->pair_term[self->pairs] = t;
+        self->pair_count[self->pairs] = weight;
+        self->pairs++;
+        if (2 * ++self->doc_n > self->doc_size) {
+            if (doc_resize(self, self->doc_bits + 1) < 0) return -1;
+            mask = self->doc_size - 1;
         }
     }
     self->doc_len[doc] += (int64_t)weight * n;
     return 0;
 }
 
-/* Every identifier of s[start:end], counted `weight` times; with `comments`, only the text after each line's
-   first comment mark. */
-static int scan(TermCounter *self, const uint8_t *s, Py_ssize_t start, Py_ssize_t end, int32_t weight, int comments) {
-    Py_ssize_t i = start;
-    while (i < end) {
-        if (comments) { /* find the line's first mark; skip the line when it has none */
-            while (i < end && s[i] != '\n') {
-                uint8_t c = s[i];
-                if (c == '#' || c == '*') break;
-                if (c == '/' && i + 1 < end && (s[i + 1] == '/' || s[i + 1] == '*')) break;
-                if ((c == '"' || c == '\'') && i + 2 < end && s[i + 1] == c && s[i + 2] == c) break;
-                i++;
-            }
-            if (i < end && s[i] == '\n') {
-                i++;
-                continue;
-            }
+/* The identifier starting at s[i] (i < end, IS_START(s[i])): counted `weight` times; returns where it ends, or -1. */
+static Py_ssize_t count_identifier(TermCounter *self, const uint8_t *s, Py_ssize_t i, Py_ssize_t end, int32_t weight) {
+    uint32_t h = HASH_STEP(HASH_SEED, s[i]); /* hashed while scanned: one pass over its bytes */
+    Py_ssize_t j = i + 1;
+    for (; j < end && IS_PART(s[j]); j++) h = HASH_STEP(h, s[j]);
+    Terms terms = ident_terms(self, s + i, j - i, h);
+    if (terms.len < 0 || count_terms(self, terms, weight) < 0) return -1;
+    return j;
+}
+
+/* Every identifier of s[start:end], counted `weight` times. */
+static int scan(TermCounter *self, const uint8_t *s, Py_ssize_t start, Py_ssize_t end, int32_t weight) {
+    for (Py_ssize_t i = start; i < end;) {
+        if (!IS_START(s[i])) {
+            i++;
+            continue;
         }
-        while (i < end && !(comments && s[i] == '\n')) {
-            if (!IS_START(s[i])) {
-                i++;
-                continue;
-            }
-            uint32_t h = HASH_STEP(HASH_SEED, s[i]); /* hashed while scanned: one pass over its bytes */
-            Py_ssize_t j = i + 1;
-            for (; j < end && IS_PART(s[j]); j++) h = HASH_STEP(h, s[j]);
-            Py_ssize_t id = ident_id(self, s + i, j - i, h);
-            if (id < 0 || count_ident(self, id, weight) < 0) return -1;
-            i = j;
-        }
-        if (comments && i < end) i++; /* the newline */
+        if ((i = count_identifier(self, s, i, end, weight)) < 0) return -1;
     }
     return 0;
 }
 
-static int scan_object(TermCounter *self, PyObject *text, int32_t weight) {
-    char *s;
+/* The scan runs ahead of the lookups, in two stages, so that the cache misses of several identifiers overlap
+   instead of coming one after the other (the identifier table and the terms of a big corpus are far bigger than
+   the cache, and waiting for them was most of the counter's time): an identifier found is queued and its table
+   slot prefetched; PENDING identifiers later its slot is read (expanded when new) and the start of its terms
+   prefetched; PENDING more later its terms are counted. Both queues are first in, first out: identifiers are
+   expanded and counted in scan order, so terms are numbered and counted exactly as without them. */
+#define PENDING 8
+/* Most occurrences are of identifiers seen a moment ago: a small direct-mapped copy of their slots (128 KiB, in
+   the cache) answers them at once, without queueing or touching the big table. They are counted before the
+   queued identifiers before them, which changes no count: a document's pairs are the same in any order. */
+#define HOT 4096
+#define HOT_AT(h) (((h) >> 16) & (HOT - 1))
+typedef struct {
+    const uint8_t *s;
     Py_ssize_t n;
-    if (PyBytes_AsStringAndSize(text, &s, &n) < 0) return -1;
-    return scan(self, (const uint8_t *)s, 0, n, weight, 0);
+    uint32_t hash;
+    int32_t weight;
+} Found;
+
+typedef struct {
+    Terms terms;
+    int32_t weight;
+} Looked;
+
+typedef struct {
+    Found found[PENDING];
+    Looked looked[PENDING];
+    unsigned found_n, found_at, looked_n, looked_at; /* queued, and where the oldest is */
+} Queues;
+
+/* Count the oldest looked-up identifier. */
+static int count_oldest(TermCounter *self, Queues *q) {
+    const Looked *l = &q->looked[q->looked_at++ % PENDING];
+    q->looked_n--;
+    return count_terms(self, l->terms, l->weight);
 }
 
-static int new_doc(TermCounter *self) {
+/* Look the oldest found identifier up, and queue its terms (counting the oldest of those if the queue is full). */
+static int look_oldest(TermCounter *self, Queues *q) {
+    const Found *f = &q->found[q->found_at++ % PENDING];
+    q->found_n--;
+    Terms terms = ident_terms(self, f->s, f->n, f->hash);
+    if (terms.len < 0) return -1;
+    __builtin_prefetch(self->exp + terms.at);
+    if (f->n <= INLINE_KEY) {
+        IdSlot *hot = &self->hot[HOT_AT(f->hash)];
+        hot->hash = f->hash;
+        hot->len = (uint32_t)f->n;
+        hot->terms = terms;
+        memset(hot->k.key, 0, INLINE_KEY);
+        memcpy(hot->k.key, f->s, (size_t)f->n);
+    }
+    if (q->looked_n == PENDING && count_oldest(self, q) < 0) return -1;
+    q->looked[(q->looked_at + q->looked_n++) % PENDING] = (Looked){terms, f->weight};
+    return 0;
+}
+
+/* A chunk's body s[start:end] in one pass: each identifier counted once, and `comment_weight` more times when it
+   stands after its line's first comment mark (what index.py's _COMMENT regex captures). Marks are not
+   identifier bytes, so a mark never cuts an identifier. */
+static int scan_chunk(TermCounter *self, const uint8_t *s, Py_ssize_t start, Py_ssize_t end, int32_t comment_weight) {
+    Queues q;
+    q.found_n = q.found_at = q.looked_n = q.looked_at = 0;
+    int32_t weight = 1; /* 1 + comment_weight once past the line's first mark */
+    for (Py_ssize_t i = start; i < end;) {
+        uint8_t c = s[i];
+        if (IS_START(c)) {
+            uint32_t h = HASH_STEP(HASH_SEED, c); /* hashed while scanned: one pass over its bytes */
+            Py_ssize_t j = i + 1;
+            for (; j < end && IS_PART(s[j]); j++) h = HASH_STEP(h, s[j]);
+            const IdSlot *hot = &self->hot[HOT_AT(h)];
+            if (hot->hash == h && hot->len == (uint32_t)(j - i) && j - i <= INLINE_KEY) {
+                uint8_t key[INLINE_KEY] = {0};
+                memcpy(key, s + i, (size_t)(j - i));
+                if (memcmp(hot->k.key, key, INLINE_KEY) == 0) {
+                    if (count_terms(self, hot->terms, weight) < 0) return -1;
+                    i = j;
+                    continue;
+                }
+            }
+            __builtin_prefetch(&self->idents.slots[h & (self->idents.size - 1)]);
+            if (q.found_n == PENDING && look_oldest(self, &q) < 0) return -1;
+            q.found[(q.found_at + q.found_n++) % PENDING] = (Found){s + i, j - i, h, weight};
+            i = j;
+            continue;
+        }
+        if (c == '\n') {
+            weight = 1;
+        } else if (weight == 1 && comment_weight &&
+                   (c == '#' || c == '*' || (c == '/' && i + 1 < end && (s[i + 1] == '/' || s[i + 1] == '*')) ||
+                    ((c == '"' || c == '\'') && i + 2 < end && s[i + 1] == c && s[i + 2] == c))) {
+            weight = 1 + comment_weight;
+        }
+        i++;
+    }
+    while (q.found_n)
+        if (look_oldest(self, &q) < 0) return -1;
+    while (q.looked_n)
+        if (count_oldest(self, &q) < 0) return -1;
+    return 0;
+}
+
+/* Every identifier of a str (a symbol name), counted `weight` times: as scanning its UTF-8 bytes, since only
+   ASCII characters are identifier characters. */
+static int scan_str(TermCounter *self, PyObject *text, int32_t weight) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    if (PyUnicode_KIND(text) == PyUnicode_1BYTE_KIND) return scan(self, PyUnicode_1BYTE_DATA(text), 0, n, weight);
+    if (grow((void **)&self->name_buf, &self->name_cap, n, 1) < 0) return -1;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        self->name_buf[i] = c < 128 ? (uint8_t)c : 0x80;
+    }
+    return scan(self, self->name_buf, 0, n, weight);
+}
+
+/* The terms of the file path p[0:n]'s identifiers, for every chunk of the file. */
+static int set_path(TermCounter *self, const uint8_t *p, Py_ssize_t n) {
+    self->path_n = 0;
+    for (Py_ssize_t i = 0; i < n;) {
+        if (!IS_START(p[i])) {
+            i++;
+            continue;
+        }
+        Py_ssize_t j = i + 1;
+        while (j < n && IS_PART(p[j])) j++;
+        Terms terms = ident_terms(self, p + i, j - i, hash_bytes(p + i, j - i));
+        if (terms.len < 0 || grow((void **)&self->path_terms, &self->path_cap, self->path_n + 1, sizeof(Terms)) < 0)
+            return -1;
+        self->path_terms[self->path_n++] = terms;
+        i = j;
+    }
+    return 0;
+}
+
+static int begin_doc(TermCounter *self) {
+    if (self->docs >= INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "too many chunks");
+        return -1;
+    }
     Py_ssize_t cap = self->docs_cap, cap2 = self->docs_cap;
     if (grow((void **)&self->doc_len, &cap, self->docs + 1, sizeof(int64_t)) < 0 ||
         grow((void **)&self->doc_pairs, &cap2, self->docs + 1, sizeof(int64_t)) < 0)
         return -1;
     self->docs_cap = cap < cap2 ? cap : cap2;
     self->doc_len[self->docs] = 0;
+    self->doc_first = self->pairs;
+    self->doc_n = 0;
+    if (self->doc_bits > 10 && doc_resize(self, 10) < 0) return -1; /* after a big document: back to the cache */
+    if (++self->gen == 0) { /* wrapped: no slot may carry an old document's generation */
+        memset(self->doc_terms, 0, (size_t)self->doc_size * sizeof(DocSlot));
+        self->gen = 1;
+    }
     return 0;
+}
+
+/* The chunk s[start:end] counted as the current document with the path's terms; its symbol names are counted by
+   the caller between begin_doc and end_doc. */
+static int count_body(TermCounter *self, const uint8_t *s, Py_ssize_t start, Py_ssize_t end, int32_t comment_weight,
+                      int32_t path_weight) {
+    if (scan_chunk(self, s, start, end, comment_weight) < 0) return -1;
+    if (path_weight)
+        for (Py_ssize_t i = 0; i < self->path_n; i++)
+            if (count_terms(self, self->path_terms[i], path_weight) < 0) return -1;
+    return 0;
+}
+
+static void end_doc(TermCounter *self) {
+    if (self->pairs - self->doc_first > INT32_MAX) { /* cannot happen: a chunk is at most 1 MiB */
+        Py_FatalError("nls _tokenize: a chunk with over 2**31 distinct terms");
+    }
+    self->doc_pairs[self->docs] = self->pairs - self->doc_first;
+    self->docs++;
+}
+
+/* Forget the documents from `docs` on (a call that failed half-way): their pairs (the next document has a new
+   generation, so their term slots are free). */
+static void roll_back(TermCounter *self, Py_ssize_t docs, Py_ssize_t pairs) {
+    self->pairs = pairs;
+    self->docs = docs;
+}
+
+/* ---- chunking (index.py's chunk_file on the bytes) ---------------------------------------------------------- */
+
+/* index.py's constants, which the tests compare with these. */
+#define WINDOW 40
+#define SMALL_FILE_LINES 80
+#define MAX_DEFINITION_LINES (3 * WINDOW)
+#define MIN_TAIL (WINDOW / 4)
+#define WHOLE_FILE (-2) /* a small file's one chunk: every symbol name */
+#define NO_SPAN (-1)    /* a window */
+
+/* Line starts of s[0:len] as index.py sees the lines (decoded, split at \n, a final empty line dropped):
+   (*at)[k] is where line k (0-based) starts, (*at)[lines] == len. Returns the number of lines, -1 on error. */
+static Py_ssize_t line_starts(const uint8_t *s, Py_ssize_t len, Py_ssize_t **at, Py_ssize_t *cap) {
+    Py_ssize_t k = 0;
+    if (grow((void **)at, cap, 2, sizeof(Py_ssize_t)) < 0) return -1;
+    (*at)[0] = 0;
+    for (const uint8_t *p = s, *stop = s + len; p < stop;) {
+        const uint8_t *nl = memchr(p, '\n', (size_t)(stop - p));
+        if (nl == NULL || nl + 1 >= stop) break;
+        if (grow((void **)at, cap, k + 3, sizeof(Py_ssize_t)) < 0) return -1;
+        (*at)[++k] = nl + 1 - s;
+        p = nl + 1;
+    }
+    Py_ssize_t lines = len ? k + 1 : 0;
+    (*at)[lines] = len;
+    return lines;
+}
+
+/* Is the line s[a:b] (its newline included or not) blank as str.strip() sees its decoded text: 1, 0, -1 on error.
+   ASCII bytes decide alone (Python's ASCII whitespace); a line of only whitespace and non-ASCII bytes is decoded
+   (invalid UTF-8 replaced, as index.py decodes) and its characters tested (U+00A0, U+3000, ... are whitespace). */
+static int line_blank(const uint8_t *s, Py_ssize_t a, Py_ssize_t b) {
+    int high = 0;
+    for (Py_ssize_t i = a; i < b; i++) {
+        uint8_t c = s[i];
+        if (c >= 128)
+            high = 1;
+        else if (!Py_UNICODE_ISSPACE(c))
+            return 0;
+    }
+    if (!high) return 1;
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)s + a, b - a, "replace");
+    if (text == NULL) return -1;
+    int kind = PyUnicode_KIND(text), blank = 1;
+    const void *data = PyUnicode_DATA(text);
+    for (Py_ssize_t i = 0, n = PyUnicode_GET_LENGTH(text); blank && i < n; i++)
+        blank = Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i));
+    Py_DECREF(text);
+    return blank;
+}
+
+typedef struct {
+    int64_t first, last, start, end, span; /* lines (1-based, inclusive), bytes [start, end), span or WHOLE/NO_SPAN */
+} ChunkRow;
+
+typedef struct {
+    ChunkRow *rows;
+    Py_ssize_t n, cap;
+} Chunks;
+
+static int add_chunk(Chunks *out, const Py_ssize_t *at, Py_ssize_t lines, Py_ssize_t first, Py_ssize_t last,
+                     Py_ssize_t span) {
+    if (last < first - 1) {
+        PyErr_Format(PyExc_ValueError, "spans: lines %zd..%zd are not a range of 1-based lines", first, last);
+        return -1;
+    }
+    if (grow((void **)&out->rows, &out->cap, out->n + 1, sizeof(ChunkRow)) < 0) return -1;
+    Py_ssize_t a = first - 1 < lines ? first - 1 : lines, b = last < lines ? last : lines;
+    out->rows[out->n++] = (ChunkRow){first, last, at[a], at[b], span};
+    return 0;
+}
+
+/* index.py's _windows: ~WINDOW-line windows over lines first..last, no tail under MIN_TAIL, blank ones skipped. */
+static int add_windows(Chunks *out, const uint8_t *s, const Py_ssize_t *at, Py_ssize_t lines, Py_ssize_t first,
+                       Py_ssize_t last) {
+    for (Py_ssize_t line = first; line <= last;) {
+        Py_ssize_t stop = line + WINDOW - 1 < last ? line + WINDOW - 1 : last;
+        if (last - stop < MIN_TAIL) stop = last;
+        int blank = 1;
+        for (Py_ssize_t k = line; blank == 1 && k <= stop; k++) blank = line_blank(s, at[k - 1], at[k]);
+        if (blank < 0) return -1;
+        if (!blank && add_chunk(out, at, lines, line, stop, NO_SPAN) < 0) return -1;
+        line = stop + 1;
+    }
+    return 0;
+}
+
+typedef struct {
+    Py_ssize_t start, end;
+    PyObject *name; /* borrowed from the spans */
+} Span;
+
+/* Python's order of (start, end, name) tuples (names compared only on equal lines; a merge sort: stable). */
+static int span_less(const Span *a, const Span *b) {
+    if (a->start != b->start) return a->start < b->start;
+    if (a->end != b->end) return a->end < b->end;
+    return PyUnicode_Compare(a->name, b->name) < 0; /* str and str: cannot fail */
+}
+
+static void sort_spans(Py_ssize_t *idx, Py_ssize_t *tmp, Py_ssize_t n, const Span *spans) {
+    if (n < 2) return;
+    Py_ssize_t half = n / 2;
+    sort_spans(idx, tmp, half, spans);
+    sort_spans(idx + half, tmp, n - half, spans);
+    Py_ssize_t i = 0, j = half, k = 0;
+    while (i < half && j < n) tmp[k++] = span_less(&spans[idx[j]], &spans[idx[i]]) ? idx[j++] : idx[i++];
+    while (i < half) tmp[k++] = idx[i++];
+    while (j < n) tmp[k++] = idx[j++];
+    memcpy(idx, tmp, (size_t)n * sizeof *idx);
+}
+
+/* The spans argument: a sequence of (first line, last line, qualified name) tuples. */
+static Py_ssize_t parse_spans(PyObject *seq, Span **spans) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    *spans = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(Span));
+    if (*spans == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        Span *span = &(*spans)[i];
+        if (!PyTuple_Check(item) || !PyArg_ParseTuple(item, "nnU", &span->start, &span->end, &span->name)) {
+            if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)) {
+                PyErr_Clear();
+                PyErr_SetString(PyExc_TypeError, "spans must hold (first line, last line, name) tuples");
+            }
+            PyMem_Free(*spans);
+            *spans = NULL;
+            return -1;
+        }
+    }
+    return n;
+}
+
+/* index.py's chunk_file over s[0:len] with its definitions `spans`: the chunks in file order. */
+static int chunk_lines(const uint8_t *s, Py_ssize_t len, const Span *spans, Py_ssize_t n_spans, Py_ssize_t **at,
+                       Py_ssize_t *at_cap, Chunks *out) {
+    out->n = 0;
+    Py_ssize_t lines = line_starts(s, len, at, at_cap);
+    if (lines <= 0) return (int)lines; /* no lines: no chunk */
+    if (lines <= SMALL_FILE_LINES) return add_chunk(out, *at, lines, 1, lines, WHOLE_FILE);
+    int rc = -1;
+    Py_ssize_t *order = PyMem_Malloc((size_t)(2 * n_spans + 1) * sizeof(Py_ssize_t));
+    if (order == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n_spans; i++) order[i] = i;
+    sort_spans(order, order + n_spans, n_spans, spans);
+    Py_ssize_t covered = 0;
+    for (Py_ssize_t k = 0; k < n_spans; k++) {
+        const Span *span = &spans[order[k]];
+        if (span->start <= covered || span->end > lines) continue;
+        if (span->end - span->start + 1 > MAX_DEFINITION_LINES) { /* a long one with members: its members instead */
+            int members = 0;
+            for (Py_ssize_t m = 0; !members && m < n_spans; m++)
+                members = spans[m].start > span->start && spans[m].end <= span->end;
+            if (members) continue;
+        }
+        if (span->start > covered + 1 && add_windows(out, s, *at, lines, covered + 1, span->start - 1) < 0) goto done;
+        if (add_chunk(out, *at, lines, span->start, span->end, order[k]) < 0) goto done;
+        covered = span->end;
+    }
+    if (covered < lines && add_windows(out, s, *at, lines, covered + 1, lines) < 0) goto done;
+    rc = 0;
+done:
+    PyMem_Free(order);
+    return rc;
 }
 
 PyDoc_STRVAR(add_file_doc,
              "add_file(data, bounds, path, symbols, comment_weight, path_weight, symbol_weight, /) -> None\n\n"
              "One document per (start, end) byte range of `data` in `bounds`, with `path` (bytes) and the\n"
-             "chunk's symbol names (bytes, one per range) counted in at their weights. After an error, the\n"
-             "documents of the ranges before the failing one stay counted.");
+             "chunk's symbol names (bytes, one per range) counted in at their weights. After an error no\n"
+             "document of the call stays counted.");
 
 static PyObject *add_file(TermCounter *self, PyObject *args) {
     PyObject *data_obj, *bounds, *path, *symbols;
@@ -399,7 +885,7 @@ static PyObject *add_file(TermCounter *self, PyObject *args) {
     if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0) return NULL;
     self->busy = 1;
     PyObject *result = NULL, *bounds_seq = NULL, *symbols_seq = NULL;
-    Py_ssize_t doc_first = self->pairs;
+    Py_ssize_t docs = self->docs, pairs = self->pairs;
     bounds_seq = PySequence_Fast(bounds, "bounds must be a sequence of (start, end)");
     if (bounds_seq == NULL) goto done;
     symbols_seq = PySequence_Fast(symbols, "symbols must be a sequence of bytes");
@@ -409,26 +895,7 @@ static PyObject *add_file(TermCounter *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "one symbols entry per range");
         goto done;
     }
-    /* the path's identifiers once per file (each also expanded on first sight) */
-    self->path_n = 0;
-    {
-        char *p;
-        Py_ssize_t plen;
-        if (PyBytes_AsStringAndSize(path, &p, &plen) < 0) goto done;
-        for (Py_ssize_t i = 0; i < plen;) {
-            if (!IS_START((uint8_t)p[i])) {
-                i++;
-                continue;
-            }
-            Py_ssize_t j = i + 1;
-            while (j < plen && IS_PART((uint8_t)p[j])) j++;
-            Py_ssize_t id = ident_id(self, (const uint8_t *)p + i, j - i, hash_bytes((const uint8_t *)p + i, j - i));
-            if (id < 0 || grow((void **)&self->path_ids, &self->path_cap, self->path_n + 1, sizeof(int32_t)) < 0)
-                goto done;
-            self->path_ids[self->path_n++] = (int32_t)id;
-            i = j;
-        }
-    }
+    if (set_path(self, (const uint8_t *)PyBytes_AS_STRING(path), PyBytes_GET_SIZE(path)) < 0) goto done;
     for (Py_ssize_t k = 0; k < n; k++) {
         Py_ssize_t start, end;
         PyObject *range = PySequence_Fast_GET_ITEM(bounds_seq, k);
@@ -446,24 +913,15 @@ static PyObject *add_file(TermCounter *self, PyObject *args) {
             PyErr_SetString(PyExc_TypeError, "symbols must be bytes");
             goto done;
         }
-        if (new_doc(self) < 0) goto done;
-        doc_first = self->pairs;
-        const uint8_t *s = (const uint8_t *)data.buf;
-        if (scan(self, s, start, end, 1, 0) < 0 || (comment_weight && scan(self, s, start, end, comment_weight, 1) < 0))
+        if (begin_doc(self) < 0 || count_body(self, data.buf, start, end, comment_weight, path_weight) < 0 ||
+            (symbol_weight &&
+             scan(self, (const uint8_t *)PyBytes_AS_STRING(names), 0, PyBytes_GET_SIZE(names), symbol_weight) < 0))
             goto done;
-        if (path_weight)
-            for (Py_ssize_t i = 0; i < self->path_n; i++)
-                if (count_ident(self, self->path_ids[i], path_weight) < 0) goto done;
-        if (symbol_weight && scan_object(self, names, symbol_weight) < 0) goto done;
-        self->doc_pairs[self->docs] = self->pairs - doc_first;
-        self->docs++;
+        end_doc(self);
     }
     result = Py_NewRef(Py_None);
 done:
-    if (result == NULL) { /* forget a half-counted document: its pairs, and its number in the terms' marks */
-        for (Py_ssize_t p = doc_first; p < self->pairs; p++) self->marks[self->pair_term[p]].doc = -1;
-        self->pairs = doc_first;
-    }
+    if (result == NULL) roll_back(self, docs, pairs);
     Py_XDECREF(bounds_seq);
     Py_XDECREF(symbols_seq);
     PyBuffer_Release(&data);
@@ -471,10 +929,93 @@ done:
     return result;
 }
 
-PyDoc_STRVAR(sizes_doc, "sizes() -> (documents, pairs, identifiers)");
+PyDoc_STRVAR(add_source_doc,
+             "add_source(data, spans, path, file_id, first_row, comment_weight, path_weight, symbol_weight, /)\n"
+             "-> (rows: bytes, symbols: list[tuple[int, tuple[str, ...]]])\n\n"
+             "Chunk one file and count its chunks: index.py's chunk_file over the lines of `data` (its bytes)\n"
+             "with its definitions `spans` ((first line, last line, qualified name) tuples), then one document\n"
+             "per chunk as add_file counts it, the chunk's symbol names being its definition's name, or every\n"
+             "name for a small file's one chunk. Returns the chunk table rows (int64 file_id, first line, last\n"
+             "line, byte start, byte end per chunk) and (first_row + chunk number, names) for each chunk that has\n"
+             "names. A file without lines has no chunk and counts nothing (not even its path). After an error\n"
+             "nothing of the file stays counted.");
+
+static PyObject *add_source(TermCounter *self, PyObject *args) {
+    PyObject *data_obj, *spans_obj, *path;
+    Py_ssize_t file_id, first_row;
+    int comment_weight, path_weight, symbol_weight;
+    if (!PyArg_ParseTuple(args, "OOO!nniii", &data_obj, &spans_obj, &PyBytes_Type, &path, &file_id, &first_row,
+                          &comment_weight, &path_weight, &symbol_weight))
+        return NULL;
+    if (comment_weight < 0 || path_weight < 0 || symbol_weight < 0) {
+        PyErr_SetString(PyExc_ValueError, "weights must be >= 0");
+        return NULL;
+    }
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "add_source called from word_token: the counter is busy");
+        return NULL;
+    }
+    Py_buffer data;
+    if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0) return NULL;
+    self->busy = 1;
+    PyObject *result = NULL, *spans_seq = NULL, *rows = NULL, *named = NULL;
+    Span *spans = NULL;
+    Chunks chunks = {NULL, 0, 0};
+    Py_ssize_t docs = self->docs, pairs = self->pairs, n_spans;
+    spans_seq = PySequence_Fast(spans_obj, "spans must be a sequence of (first line, last line, name)");
+    if (spans_seq == NULL || (n_spans = parse_spans(spans_seq, &spans)) < 0) goto done;
+    const uint8_t *s = data.buf;
+    if (chunk_lines(s, data.len, spans, n_spans, &self->line_at, &self->line_cap, &chunks) < 0) goto done;
+    rows = PyBytes_FromStringAndSize(NULL, chunks.n * 5 * (Py_ssize_t)sizeof(int64_t));
+    named = PyList_New(0);
+    if (rows == NULL || named == NULL) goto done;
+    if (chunks.n && set_path(self, (const uint8_t *)PyBytes_AS_STRING(path), PyBytes_GET_SIZE(path)) < 0) goto done;
+    int64_t *row = (int64_t *)PyBytes_AS_STRING(rows);
+    for (Py_ssize_t k = 0; k < chunks.n; k++, row += 5) {
+        const ChunkRow *chunk = &chunks.rows[k];
+        row[0] = file_id, row[1] = chunk->first, row[2] = chunk->last, row[3] = chunk->start, row[4] = chunk->end;
+        if (begin_doc(self) < 0 || count_body(self, s, chunk->start, chunk->end, comment_weight, path_weight) < 0)
+            goto done;
+        PyObject *names = NULL;
+        if (chunk->span >= 0) {
+            if (symbol_weight && scan_str(self, spans[chunk->span].name, symbol_weight) < 0) goto done;
+            names = PyTuple_Pack(1, spans[chunk->span].name);
+        } else if (chunk->span == WHOLE_FILE && n_spans) {
+            for (Py_ssize_t i = 0; symbol_weight && i < n_spans; i++)
+                if (scan_str(self, spans[i].name, symbol_weight) < 0) goto done;
+            names = PyTuple_New(n_spans);
+            for (Py_ssize_t i = 0; names != NULL && i < n_spans; i++)
+                PyTuple_SET_ITEM(names, i, Py_NewRef(spans[i].name));
+        } else {
+            end_doc(self);
+            continue;
+        }
+        end_doc(self);
+        if (names == NULL) goto done;
+        PyObject *entry = Py_BuildValue("(nN)", first_row + k, names);
+        if (entry == NULL || PyList_Append(named, entry) < 0) {
+            Py_XDECREF(entry);
+            goto done;
+        }
+        Py_DECREF(entry);
+    }
+    result = PyTuple_Pack(2, rows, named);
+done:
+    if (result == NULL) roll_back(self, docs, pairs);
+    Py_XDECREF(rows);
+    Py_XDECREF(named);
+    Py_XDECREF(spans_seq);
+    PyMem_Free(spans);
+    PyMem_Free(chunks.rows);
+    PyBuffer_Release(&data);
+    self->busy = 0;
+    return result;
+}
+
+PyDoc_STRVAR(sizes_doc, "sizes() -> (documents, pairs, identifiers, terms)");
 
 static PyObject *sizes(TermCounter *self, PyObject *Py_UNUSED(ignored)) {
-    return Py_BuildValue("nnn", self->docs, self->pairs, self->idents.n);
+    return Py_BuildValue("nnnn", self->docs, self->pairs, self->idents.n, self->tokens.n);
 }
 
 static int writable(PyObject *obj, Py_buffer *view, Py_ssize_t items, Py_ssize_t itemsize, const char *name) {
@@ -485,6 +1026,156 @@ static int writable(PyObject *obj, Py_buffer *view, Py_ssize_t items, Py_ssize_t
         return -1;
     }
     return 0;
+}
+
+/* The documents' pairs are freed: the counter holds no document afterwards (its identifiers and terms stay). */
+static void drop_documents(TermCounter *self) {
+    PyMem_Free(self->pair_term);
+    PyMem_Free(self->pair_count);
+    PyMem_Free(self->doc_len);
+    PyMem_Free(self->doc_pairs);
+    self->pair_term = self->pair_count = NULL;
+    self->doc_len = self->doc_pairs = NULL;
+    self->pairs = self->pairs_cap = self->docs = self->docs_cap = 0;
+}
+
+PyDoc_STRVAR(lengths_doc,
+             "lengths(doc_len, /) -> None\n\n"
+             "Fill the writable int64[documents] buffer with each document's length (terms with repetitions).");
+
+static PyObject *lengths(TermCounter *self, PyObject *args) {
+    PyObject *obj;
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "O", &obj) || writable(obj, &view, self->docs, 8, "doc_len") < 0) return NULL;
+    if (self->docs) memcpy(view.buf, self->doc_len, (size_t)self->docs * 8);
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(frequencies_doc,
+             "frequencies(df, empty_term, /) -> None\n\n"
+             "Fill the writable int64 buffer `df` (one per term of the matrix) with each term's document\n"
+             "frequency, a document without terms counting as having `empty_term` (-1: none has none).");
+
+static PyObject *frequencies(TermCounter *self, PyObject *args) {
+    PyObject *obj;
+    Py_ssize_t empty_term;
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "On", &obj, &empty_term)) return NULL;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    Py_ssize_t n = view.len / 8;
+    int64_t *df = view.buf;
+    memset(df, 0, (size_t)n * 8);
+    PyObject *result = NULL;
+    for (Py_ssize_t p = 0; p < self->pairs; p++) {
+        if (self->pair_term[p] >= n) {
+            PyErr_SetString(PyExc_ValueError, "df: shorter than the terms");
+            goto done;
+        }
+        df[self->pair_term[p]]++;
+    }
+    for (Py_ssize_t d = 0; d < self->docs; d++) {
+        if (self->doc_pairs[d]) continue;
+        if (empty_term < 0 || empty_term >= n) {
+            PyErr_SetString(PyExc_ValueError, "a document has no terms: empty_term must be a term of df");
+            goto done;
+        }
+        df[empty_term]++;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
+PyDoc_STRVAR(bm25_doc,
+             "bm25(empty_term, norm, idf, indptr, indices, data, /) -> None\n\n"
+             "The BM25 score matrix of the documents in bm25s's column-major arrays: indptr int64[terms + 1],\n"
+             "indices int32[pairs] (documents ascending within a term) and data float32[pairs], each score as\n"
+             "bm25s computes it in numpy (method lucene): float32(float64(idf[term]) * tf / (norm[doc] + tf))\n"
+             "with tf = float64(float32(count)), the same IEEE operations in the same order, so the same bits.\n"
+             "`norm` float64[documents], `idf` float32[terms]; a document without terms has `empty_term` once\n"
+             "(pairs then counts it). One pass over the pairs, no per-pair temporaries (numpy's were most of the\n"
+             "step). The documents are moved out: the counter holds none afterwards.");
+
+static PyObject *bm25(TermCounter *self, PyObject *args) {
+    PyObject *objs[5];
+    Py_ssize_t empty_term;
+    if (!PyArg_ParseTuple(args, "nOOOOO", &empty_term, &objs[0], &objs[1], &objs[2], &objs[3], &objs[4]))
+        return NULL;
+    Py_buffer views[5];
+    int got = 0;
+    PyObject *result = NULL;
+    int64_t *next = NULL;
+    Py_ssize_t empty = 0;
+    for (Py_ssize_t d = 0; d < self->docs; d++) empty += self->doc_pairs[d] == 0;
+    if (PyObject_GetBuffer(objs[1], &views[1], PyBUF_C_CONTIGUOUS) < 0) return NULL; /* idf: its length is n */
+    Py_ssize_t n = views[1].len / 4;
+    PyBuffer_Release(&views[1]);
+    const Py_ssize_t items[5] = {self->docs, n, n + 1, self->pairs + empty, self->pairs + empty};
+    const Py_ssize_t size[5] = {8, 4, 8, 4, 4};
+    const char *names[5] = {"norm", "idf", "indptr", "indices", "data"};
+    for (; got < 5; got++) {
+        if (got < 2) {
+            if (PyObject_GetBuffer(objs[got], &views[got], PyBUF_C_CONTIGUOUS) < 0) goto done;
+            if (views[got].len != items[got] * size[got]) {
+                PyErr_Format(PyExc_ValueError, "%s: expected %zd bytes", names[got], items[got] * size[got]);
+                PyBuffer_Release(&views[got]);
+                goto done;
+            }
+        } else if (writable(objs[got], &views[got], items[got], size[got], names[got]) < 0) {
+            goto done;
+        }
+    }
+    if (empty && (empty_term < 0 || empty_term >= n)) {
+        PyErr_SetString(PyExc_ValueError, "a document has no terms: empty_term must be a term of idf");
+        goto done;
+    }
+    const double *norm = views[0].buf;
+    const float *idf = views[1].buf;
+    int64_t *ptr = views[2].buf;
+    int32_t *indices = views[3].buf;
+    float *data = views[4].buf;
+    memset(ptr, 0, (size_t)(n + 1) * 8);
+    for (Py_ssize_t p = 0; p < self->pairs; p++) {
+        if (self->pair_term[p] >= n) {
+            PyErr_SetString(PyExc_ValueError, "idf: shorter than the terms");
+            goto done;
+        }
+        ptr[self->pair_term[p] + 1]++;
+    }
+    if (empty) ptr[empty_term + 1] += empty;
+    for (Py_ssize_t j = 0; j < n; j++) ptr[j + 1] += ptr[j];
+    next = PyMem_Malloc((size_t)(n ? n : 1) * 8);
+    if (next == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memcpy(next, ptr, (size_t)n * 8);
+    Py_ssize_t p = 0;
+    for (Py_ssize_t d = 0; d < self->docs; d++) {
+        Py_ssize_t count = self->doc_pairs[d];
+        if (count == 0) { /* the empty term, once */
+            double tf = (double)(float)1;
+            int64_t at = next[empty_term]++;
+            indices[at] = (int32_t)d;
+            data[at] = (float)((double)idf[empty_term] * (tf / (norm[d] + tf)));
+            continue;
+        }
+        for (Py_ssize_t end = p + count; p < end; p++) { /* documents in order: ascending within each term */
+            int32_t t = self->pair_term[p];
+            double tf = (double)(float)self->pair_count[p];
+            int64_t at = next[t]++;
+            indices[at] = (int32_t)d;
+            data[at] = (float)((double)idf[t] * (tf / (norm[d] + tf)));
+        }
+    }
+    drop_documents(self);
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(next);
+    for (int i = 0; i < got; i++) PyBuffer_Release(&views[i]);
+    return result;
 }
 
 PyDoc_STRVAR(export_doc,
@@ -509,16 +1200,90 @@ static PyObject *export(TermCounter *self, PyObject *args) {
             if (items[i]) memcpy(views[i].buf, src[i], (size_t)(items[i] * size[i]));
     for (int i = 0; i < got; i++) PyBuffer_Release(&views[i]);
     if (got < 4) return NULL;
-    /* moved out: the documents are gone from the counter (its memory is the build's peak) */
-    PyMem_Free(self->pair_term);
-    PyMem_Free(self->pair_count);
-    PyMem_Free(self->doc_len);
-    PyMem_Free(self->doc_pairs);
-    self->pair_term = self->pair_count = NULL;
-    self->doc_len = self->doc_pairs = NULL;
-    self->pairs = self->pairs_cap = self->docs = self->docs_cap = 0;
-    for (Py_ssize_t t = 0; t < self->terms_cap; t++) self->marks[t].doc = -1;
+    drop_documents(self); /* moved out: the documents are gone from the counter (its memory is the build's peak) */
     Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(vocab_json_doc,
+             "vocab_json(extra, /) -> (bytes, list[int])\n\n"
+             "Each of the str `extra` that is not a term yet numbered as one (next id), then the JSON object of\n"
+             "every term and its id in id order (UTF-8; what bm25s writes as its vocabulary), and the ids of\n"
+             "`extra`. Written here because a Python dict of a few million terms cost more than the BM25 matrix.");
+
+/* The decimal digits of v >= 0 into out (at least 20 bytes); how many. */
+static int decimal(Py_ssize_t v, char *out) {
+    char tmp[20];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (int i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
+    return n;
+}
+
+static PyObject *vocab_json(TermCounter *self, PyObject *args) {
+    PyObject *extra;
+    if (!PyArg_ParseTuple(args, "O", &extra)) return NULL;
+    PyObject *seq = PySequence_Fast(extra, "extra must be a sequence of str"), *ids = NULL, *out = NULL;
+    if (seq == NULL) return NULL;
+    Py_ssize_t n_extra = PySequence_Fast_GET_SIZE(seq);
+    if ((ids = PyList_New(n_extra)) == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n_extra; i++) {
+        PyObject *token = PySequence_Fast_GET_ITEM(seq, i);
+        Py_ssize_t len;
+        const char *utf8 = PyUnicode_Check(token) ? PyUnicode_AsUTF8AndSize(token, &len) : NULL;
+        if (utf8 == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "extra must hold str");
+            goto done;
+        }
+        Py_ssize_t id = token_id(self, (const uint8_t *)utf8, len);
+        PyObject *number = id < 0 ? NULL : PyLong_FromSsize_t(id);
+        if (number == NULL) goto done;
+        PyList_SET_ITEM(ids, i, number);
+    }
+    const Table *t = &self->tokens;
+    Py_ssize_t size = 2; /* {} */
+    char digits[24];
+    for (Py_ssize_t e = 0; e < t->n; e++) {
+        const uint8_t *key = (const uint8_t *)t->arena + t->entries[e].key_at;
+        size += 2 + decimal(e, digits) + 1 + (e > 0); /* "": id and a comma */
+        for (int32_t k = 0; k < t->entries[e].len; k++)
+            size += key[k] == '"' || key[k] == '\\' ? 2 : key[k] < 0x20 ? 6 : 1;
+    }
+    if ((out = PyBytes_FromStringAndSize(NULL, size)) == NULL) goto done;
+    char *w = PyBytes_AS_STRING(out);
+    *w++ = '{';
+    for (Py_ssize_t e = 0; e < t->n; e++) {
+        const uint8_t *key = (const uint8_t *)t->arena + t->entries[e].key_at;
+        if (e > 0) *w++ = ',';
+        *w++ = '"';
+        for (int32_t k = 0; k < t->entries[e].len; k++) {
+            uint8_t c = key[k];
+            if (c == '"' || c == '\\') {
+                *w++ = '\\';
+                *w++ = (char)c;
+            } else if (c < 0x20) {
+                w += snprintf(w, 7, "\\u%04x", c);
+            } else {
+                *w++ = (char)c;
+            }
+        }
+        *w++ = '"';
+        *w++ = ':';
+        w += decimal(e, w);
+    }
+    *w++ = '}';
+    if (w != PyBytes_AS_STRING(out) + size) {
+        PyErr_SetString(PyExc_SystemError, "vocab_json: size mismatch");
+        Py_CLEAR(out);
+        goto done;
+    }
+    Py_SETREF(out, PyTuple_Pack(2, out, ids));
+done:
+    Py_DECREF(seq);
+    Py_XDECREF(ids);
+    return out;
 }
 
 PyDoc_STRVAR(tokens_doc, "tokens() -> list[str]: every term, by id");
@@ -552,8 +1317,12 @@ static int TermCounter_init(TermCounter *self, PyObject *args, PyObject *kwds) {
     }
     self->word_token = Py_NewRef(word_token);
     if (table_resize(&self->tokens, 1 << 12) < 0 || table_resize(&self->words, 1 << 12) < 0 ||
-        table_resize(&self->idents, 1 << 12) < 0)
+        ids_resize(&self->idents, 1 << 12) < 0 || doc_resize(self, 8) < 0)
         return -1;
+    if ((self->hot = PyMem_Calloc(HOT, sizeof(IdSlot))) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
     return 0;
 }
 
@@ -561,18 +1330,24 @@ static void TermCounter_dealloc(TermCounter *self) {
     Py_XDECREF(self->word_token);
     table_free(&self->tokens);
     table_free(&self->words);
-    table_free(&self->idents);
-    void *bufs[] = {self->exp,     self->marks,     self->pair_term, self->pair_count,
-                    self->doc_len, self->doc_pairs, self->path_ids,  self->scratch};
+    ids_free(&self->idents);
+    PyMem_Free(self->hot);
+    void *bufs[] = {self->exp,       self->doc_terms, self->pair_term, self->pair_count, self->doc_len,
+                    self->doc_pairs, self->path_terms, self->scratch,  self->name_buf,   self->line_at};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) PyMem_Free(bufs[i]);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static PyMethodDef counter_methods[] = {
     {"add_file", (PyCFunction)add_file, METH_VARARGS, add_file_doc},
+    {"add_source", (PyCFunction)add_source, METH_VARARGS, add_source_doc},
     {"sizes", (PyCFunction)sizes, METH_NOARGS, sizes_doc},
     {"export", (PyCFunction)export, METH_VARARGS, export_doc},
     {"tokens", (PyCFunction)tokens, METH_NOARGS, tokens_doc},
+    {"vocab_json", (PyCFunction)vocab_json, METH_VARARGS, vocab_json_doc},
+    {"lengths", (PyCFunction)lengths, METH_VARARGS, lengths_doc},
+    {"frequencies", (PyCFunction)frequencies, METH_VARARGS, frequencies_doc},
+    {"bm25", (PyCFunction)bm25, METH_VARARGS, bm25_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -587,145 +1362,44 @@ static PyTypeObject TermCounterType = {
     .tp_methods = counter_methods,
 };
 
-PyDoc_STRVAR(csc_doc,
-             "csc(rows, cols, data, n_cols, indptr, indices, out_data, /) -> None\n\n"
-             "Scatter (row, col, value) triples (int32, int32, float32; in row order) into CSC arrays: indptr\n"
-             "int64[n_cols + 1], indices int32[n] and out_data float32[n], rows ascending within a column.");
+PyDoc_STRVAR(chunk_file_doc,
+             "chunk_file(data, spans, /) -> list[tuple[int, int, int, int, int]]\n\n"
+             "index.py's chunk_file over the lines of `data` (bytes) with its definitions `spans` ((first line,\n"
+             "last line, qualified name) tuples): per chunk its first and last line, its byte range, and the\n"
+             "index of its definition in `spans`, -1 for a window, -2 for a small file's one chunk. What\n"
+             "TermCounter.add_source chunks by; for the tests.");
 
-static PyObject *csc(PyObject *Py_UNUSED(module), PyObject *args) {
-    PyObject *objs[6];
-    Py_ssize_t n_cols;
-    if (!PyArg_ParseTuple(args, "OOOnOOO", &objs[0], &objs[1], &objs[2], &n_cols, &objs[3], &objs[4], &objs[5]))
-        return NULL;
-    if (n_cols < 0) {
-        PyErr_SetString(PyExc_ValueError, "n_cols must be >= 0");
-        return NULL;
-    }
-    Py_buffer views[6];
-    int got = 0;
-    PyObject *result = NULL;
-    int64_t *next = NULL;
-    if (PyObject_GetBuffer(objs[0], &views[0], PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    got = 1;
-    Py_ssize_t n = views[0].len / 4;
-    const Py_ssize_t items[6] = {n, n, n, n_cols + 1, n, n};
-    const Py_ssize_t size[6] = {4, 4, 4, 8, 4, 4};
-    const char *names[6] = {"rows", "cols", "data", "indptr", "indices", "out_data"};
-    if (views[0].len % 4) {
-        PyErr_SetString(PyExc_ValueError, "rows: int32 values");
-        goto done;
-    }
-    for (; got < 6; got++) {
-        if (got < 3) {
-            if (PyObject_GetBuffer(objs[got], &views[got], PyBUF_C_CONTIGUOUS) < 0) goto done;
-            if (views[got].len != items[got] * size[got]) {
-                PyErr_Format(PyExc_ValueError, "%s: expected %zd bytes", names[got], items[got] * size[got]);
-                PyBuffer_Release(&views[got]);
-                goto done;
-            }
-        } else if (writable(objs[got], &views[got], items[got], size[got], names[got]) < 0) {
-            goto done;
-        }
-    }
-    const int32_t *r = views[0].buf, *c = views[1].buf;
-    const float *d = views[2].buf;
-    int64_t *ptr = views[3].buf;
-    int32_t *indices = views[4].buf;
-    float *out = views[5].buf;
-    memset(ptr, 0, (size_t)(n_cols + 1) * 8);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (c[i] < 0 || c[i] >= n_cols) {
-            PyErr_Format(PyExc_ValueError, "cols: %d is not in [0, %zd)", (int)c[i], n_cols);
-            goto done;
-        }
-        ptr[c[i] + 1]++;
-    }
-    for (Py_ssize_t j = 0; j < n_cols; j++) ptr[j + 1] += ptr[j];
-    next = PyMem_Malloc((size_t)(n_cols ? n_cols : 1) * 8);
-    if (next == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    memcpy(next, ptr, (size_t)n_cols * 8);
-    for (Py_ssize_t i = 0; i < n; i++) { /* stable: rows keep their (ascending) input order */
-        int64_t at = next[c[i]]++;
-        indices[at] = r[i];
-        out[at] = d[i];
-    }
-    result = Py_NewRef(Py_None);
-done:
-    PyMem_Free(next);
-    for (int i = 0; i < got; i++) PyBuffer_Release(&views[i]);
-    return result;
-}
-
-PyDoc_STRVAR(chunk_bytes_doc,
-             "chunk_bytes(data, spans, /) -> list[tuple[int, int]]\n\n"
-             "Each (first line, last line) of `spans` (1-based, inclusive) as the byte range of those lines in\n"
-             "`data`, the last newline included: index.py's _chunk_bytes without an offset per line (numpy's\n"
-             "temporaries for every line cost more than counting the terms of the same bytes).");
-
-typedef struct {
-    const char *s;
-    Py_ssize_t len, line, at; /* line `line` (0-based) starts at byte `at` */
-} LineCursor;
-
-/* Where line k (0-based) starts: after the k-th newline that is not the last byte, else len (as _line_starts). */
-static Py_ssize_t line_offset(LineCursor *c, Py_ssize_t k) {
-    if (k < c->line) c->line = c->at = 0;
-    while (c->line < k) {
-        const char *nl = c->at < c->len ? memchr(c->s + c->at, '\n', (size_t)(c->len - c->at)) : NULL;
-        if (nl == NULL || nl + 1 >= c->s + c->len) return c->len;
-        c->at = nl + 1 - c->s;
-        c->line++;
-    }
-    return c->at;
-}
-
-static PyObject *chunk_bytes(PyObject *Py_UNUSED(module), PyObject *args) {
-    PyObject *data_obj, *spans;
-    if (!PyArg_ParseTuple(args, "OO", &data_obj, &spans)) return NULL;
+static PyObject *chunk_file(PyObject *Py_UNUSED(module), PyObject *args) {
+    PyObject *data_obj, *spans_obj;
+    if (!PyArg_ParseTuple(args, "OO", &data_obj, &spans_obj)) return NULL;
     Py_buffer data;
     if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0) return NULL;
-    PyObject *seq = PySequence_Fast(spans, "spans must be a sequence of (first line, last line)"), *out = NULL;
-    if (seq == NULL) goto done;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    out = PyList_New(n);
-    LineCursor cursor = {data.buf, data.len, 0, 0};
-    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
-        Py_ssize_t first, last;
-        PyObject *span = PySequence_Fast_GET_ITEM(seq, i);
-        if (!PyTuple_Check(span)) {
-            PyErr_SetString(PyExc_TypeError, "spans must hold (first line, last line) tuples");
-            Py_CLEAR(out);
-            break;
-        }
-        if (!PyArg_ParseTuple(span, "nn", &first, &last)) {
-            Py_CLEAR(out);
-            break;
-        }
-        if (first < 1 || last < first - 1) {
-            PyErr_Format(PyExc_ValueError, "spans: lines %zd..%zd are not a range of 1-based lines", first, last);
-            Py_CLEAR(out);
-            break;
-        }
-        Py_ssize_t start = line_offset(&cursor, first - 1), end = line_offset(&cursor, last);
-        PyObject *pair = Py_BuildValue("nn", start, end);
-        if (pair == NULL) {
-            Py_CLEAR(out);
-            break;
-        }
-        PyList_SET_ITEM(out, i, pair);
+    PyObject *seq = PySequence_Fast(spans_obj, "spans must be a sequence of (first line, last line, name)");
+    PyObject *out = NULL;
+    Span *spans = NULL;
+    Py_ssize_t *at = NULL, at_cap = 0, n_spans;
+    Chunks chunks = {NULL, 0, 0};
+    if (seq == NULL || (n_spans = parse_spans(seq, &spans)) < 0 ||
+        chunk_lines(data.buf, data.len, spans, n_spans, &at, &at_cap, &chunks) < 0)
+        goto done;
+    out = PyList_New(chunks.n);
+    for (Py_ssize_t k = 0; out != NULL && k < chunks.n; k++) {
+        const ChunkRow *c = &chunks.rows[k];
+        PyObject *item = Py_BuildValue("LLLLL", c->first, c->last, c->start, c->end, c->span);
+        if (item == NULL) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, k, item);
     }
 done:
     Py_XDECREF(seq);
+    PyMem_Free(spans);
+    PyMem_Free(at);
+    PyMem_Free(chunks.rows);
     PyBuffer_Release(&data);
     return out;
 }
 
 static PyMethodDef methods[] = {
-    {"csc", csc, METH_VARARGS, csc_doc},
-    {"chunk_bytes", chunk_bytes, METH_VARARGS, chunk_bytes_doc},
+    {"chunk_file", chunk_file, METH_VARARGS, chunk_file_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -740,7 +1414,9 @@ PyMODINIT_FUNC PyInit__tokenize(void) {
     if (PyType_Ready(&TermCounterType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    if (PyModule_AddObjectRef(m, "TermCounter", (PyObject *)&TermCounterType) < 0) {
+    if (PyModule_AddObjectRef(m, "TermCounter", (PyObject *)&TermCounterType) < 0 ||
+        PyModule_AddIntConstant(m, "WINDOW", WINDOW) < 0 ||
+        PyModule_AddIntConstant(m, "SMALL_FILE_LINES", SMALL_FILE_LINES) < 0) {
         Py_DECREF(m);
         return NULL;
     }

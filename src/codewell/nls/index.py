@@ -22,7 +22,7 @@ import bm25s
 import numpy as np
 import Stemmer
 
-from codewell.nls.native import NativeCorpus, available, chunk_bytes
+from codewell.nls.native import NativeCorpus, available
 
 __all__ = [
     "Chunk",
@@ -32,8 +32,10 @@ __all__ = [
     "build",
     "chunk_file",
     "exists",
+    "indexable",
     "is_current",
     "load",
+    "source_lines",
     "terms",
 ]
 
@@ -51,6 +53,9 @@ _WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 # The rest of a line after its first comment mark; over a whole text, one match per line at most.
 _COMMENT = re.compile(r"(?:#|//|/\*|\*|\"\"\"|''')[^\S\n]*(.*)")
 _STEMMER = Stemmer.Stemmer("english")
+# The build's: it stems each distinct word once (the C counter remembers the result), so PyStemmer's cache of
+# recent words would only cost (its purges scanned it every few thousand new words: 3x the stemming itself).
+_BUILD_STEMMER = Stemmer.Stemmer("english", 0)
 
 # English function words plus words every program is full of (keywords, `self`): they carry no meaning here.
 STOP_WORDS = frozenset(
@@ -74,7 +79,7 @@ def _stem(words: Iterable[str]) -> list[str]:
 
 def _word_token(word: str) -> str | None:
     """The token of one lower-cased identifier word; None for a stop word or a single letter (never indexed)."""
-    return None if word in STOP_WORDS or len(word) <= 1 else str(_STEMMER.stemWord(word))
+    return None if word in STOP_WORDS or len(word) <= 1 else str(_BUILD_STEMMER.stemWord(word))
 
 
 @functools.lru_cache(maxsize=1 << 18)
@@ -148,6 +153,8 @@ def chunk_tokens(chunk: Chunk, lines: list[str]) -> list[str]:
 # Columns of the chunk table (`chunks.npy`, int64, memory-mapped): the file (index into `paths`/`blobs`), the first
 # and last line, and the chunk's byte range in the blob, so a query reads only the bytes of its candidates.
 PATH, START, END, BYTE_START, BYTE_END = range(5)
+_ROW_BYTES = 5 * 8
+_WEIGHTS = (COMMENT_BOOST, PATH_BOOST, SYMBOL_BOOST)
 # 3: every indexed file's bytes stored (`texts.bin` + `texts.npy`), so a query reads no blob: the boosts match the
 # candidates' text, the answer shows the hits' lines. An index of format 2 is still read (its queries read the
 # candidates' blobs, as before) and is rebuilt at the next indexing.
@@ -201,7 +208,7 @@ class ChunkTexts:
             self._folder = folder
             self._starts: list[int] = [0]
 
-        def add(self, data: bytes) -> None:
+        def add(self, data: bytes | memoryview) -> None:
             self._out.write(data)
             self._starts.append(self._starts[-1] + len(data))
 
@@ -283,9 +290,22 @@ class NlsIndex:
 class SourceFile:
     path: str
     blob: str  # hex object id
-    data: bytes
-    lines: list[str]  # `data` decoded and split at \n (a final empty line dropped)
-    spans: list[tuple[int, int, str]]  # definitions: (start, end, qualified name)
+    data: bytes | memoryview  # the blob's bytes (a view of search's shard, or read from git)
+    spans: list[tuple[int, int, str]]  # definitions: (start, end, qualified name), in codenav's order
+
+
+def indexable(data: bytes | memoryview) -> bool:
+    """Is a file's content indexed: not over MAX_FILE_BYTES, and no NUL in its first 8000 bytes (binary)."""
+    return len(data) <= MAX_FILE_BYTES and b"\x00" not in bytes(data[:8000])
+
+
+def source_lines(data: bytes | memoryview) -> list[str]:
+    """A file's lines as chunking sees them: decoded (invalid UTF-8 replaced), split at \\n, a final empty line
+    dropped, each without its CR."""
+    lines = bytes(data).decode("utf-8", "replace").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
 
 
 def _line_starts(data: bytes) -> np.ndarray:
@@ -300,61 +320,99 @@ def _chunk_bytes(data: bytes, lines: list[tuple[int, int]]) -> list[tuple[int, i
     return [(starts[first - 1], starts[last] if last < len(starts) else len(data)) for first, last in lines]
 
 
+class _Chunks:
+    """What the build collects file by file: the indexed files, the chunk table, the chunks' symbol names, and
+    the terms counted, by the C counter (`native`) or as token lists for bm25s (the Python path)."""
+
+    def __init__(self, native: NativeCorpus | None) -> None:
+        self.native = native
+        self.paths: list[str] = []
+        self.blobs: list[str] = []
+        # Tuples, not lists: tuples of strings leave the garbage collector's care, and thousands of lists kept to
+        # the end made each full collection of the build slower (json writes both alike).
+        self.symbols: list[tuple[int, tuple[str, ...]]] = []
+        self.rows = 0
+        self._table: list[bytes] = []  # native: per file the rows the counter returns (int64, 5 columns)
+        self._rows: list[tuple[int, int, int, int, int]] = []  # Python
+        self.corpus: list[list[str]] = []  # Python
+
+    def add(self, f: SourceFile) -> bool:
+        """Chunk and count file `f`; False when it has no chunk (nothing added)."""
+        if self.native is not None:
+            # One call chunks the file on its bytes (chunk_file's rules) and counts the chunks' terms.
+            raw, named = self.native.add_source(f.data, f.spans, f.path, len(self.paths), self.rows, _WEIGHTS)
+            if not raw:
+                return False
+            self._table.append(raw)
+            self.symbols.extend(named)
+            self.rows += len(raw) // _ROW_BYTES
+        else:
+            lines = source_lines(f.data)
+            chunks = chunk_file(f.path, lines, f.spans)
+            if not chunks:
+                return False
+            ranges = _chunk_bytes(bytes(f.data), [(chunk.start, chunk.end) for chunk in chunks])
+            for chunk, (byte_start, byte_end) in zip(chunks, ranges, strict=True):
+                if chunk.symbols:
+                    self.symbols.append((self.rows, chunk.symbols))
+                self._rows.append((len(self.paths), chunk.start, chunk.end, byte_start, byte_end))
+                self.corpus.append(chunk_tokens(chunk, lines))
+                self.rows += 1
+        self.paths.append(f.path)
+        self.blobs.append(f.blob)
+        return True
+
+    def add_placeholder(self) -> None:
+        """The one empty chunk of an index without any (bm25s needs a document)."""
+        self.paths.append("")
+        self.blobs.append("")
+        self._rows.append((0, 1, 0, 0, 0))
+        self._table.append(np.asarray(self._rows, dtype=np.int64).tobytes())
+        self.corpus.append(["\x00empty"])
+        if self.native is not None:
+            self.native.add_file(b"", [(0, 0)], "", [""], _WEIGHTS)
+        self.rows = 1
+
+    def table(self) -> np.ndarray:
+        if self.native is not None:
+            return np.frombuffer(b"".join(self._table), dtype=np.int64).reshape(-1, 5)
+        return np.asarray(self._rows, dtype=np.int64).reshape(-1, 5)
+
+    def save(self, folder: Path) -> None:
+        """The BM25 model of the chunks, written as bm25s saves it."""
+        if self.native is not None:
+            self.native.save(folder)
+            return
+        model = bm25s.BM25()
+        model.index(self.corpus, show_progress=False)
+        model.save(str(folder))
+
+
 def build(folder: Path, files: Iterable[SourceFile]) -> int:
-    """Write the index of `files` into `folder` atomically; returns the number of chunks."""
-    paths: list[str] = []
-    blobs: list[str] = []
-    rows: list[tuple[int, int, int, int, int]] = []
-    # Tuples, not lists: tuples of strings leave the garbage collector's care, and thousands of lists kept to
-    # the end made each full collection of the build slower (json writes both alike).
-    symbols: list[tuple[int, tuple[str, ...]]] = []
-    corpus: list[list[str]] = []
+    """Write the index of `files` into `folder` atomically (files that are not `indexable` left out); returns the
+    number of chunks."""
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     texts = ChunkTexts.Writer(tmp)
     # The C counter when built (nls/native.py): the same model as chunk_tokens + bm25s, ~10x cheaper.
-    native = NativeCorpus(_word_token, "\x00empty") if available() else None
-    weights = (COMMENT_BOOST, PATH_BOOST, SYMBOL_BOOST)
+    chunks = _Chunks(NativeCorpus(_word_token, "\x00empty") if available() else None)
     for f in files:
-        chunks = chunk_file(f.path, f.lines, f.spans)
-        if not chunks:
-            continue
-        file_id = len(paths)
-        paths.append(f.path)
-        blobs.append(f.blob)
-        texts.add(f.data)
-        lines = [(chunk.start, chunk.end) for chunk in chunks]
-        ranges = chunk_bytes(f.data, lines) if native is not None else _chunk_bytes(f.data, lines)
-        for chunk, (byte_start, byte_end) in zip(chunks, ranges, strict=True):
-            if chunk.symbols:
-                symbols.append((len(rows), chunk.symbols))
-            rows.append((file_id, chunk.start, chunk.end, byte_start, byte_end))
-            if native is None:
-                corpus.append(chunk_tokens(chunk, f.lines))
-        if native is not None:
-            native.add_file(f.data, ranges, f.path, [" ".join(c.symbols) for c in chunks], weights)
-    if not rows:
-        corpus.append(["\x00empty"])
-        paths.append("")
-        blobs.append("")
-        rows.append((0, 1, 0, 0, 0))
-        if native is not None:
-            native.add_file(b"", [(0, 0)], "", [""], weights)
+        if indexable(f.data) and chunks.add(f):
+            texts.add(f.data)
+    if not chunks.rows:
+        chunks.add_placeholder()
         texts.add(b"")
     texts.close()
-    if native is not None:
-        model = native.model()
-    else:
-        model = bm25s.BM25()
-        model.index(corpus, show_progress=False)
-    model.save(str(tmp / "bm25"))
-    np.save(tmp / _TABLE, np.asarray(rows, dtype=np.int64).reshape(-1, 5))
+    chunks.save(tmp / "bm25")
+    np.save(tmp / _TABLE, chunks.table())
     # Written last: its presence says the index is complete.
-    (tmp / _FILES).write_text(json.dumps({"format": FORMAT, "paths": paths, "blobs": blobs, "symbols": symbols}))
+    (tmp / _FILES).write_text(
+        json.dumps({"format": FORMAT, "paths": chunks.paths, "blobs": chunks.blobs, "symbols": chunks.symbols})
+    )
     shutil.rmtree(folder, ignore_errors=True)
     tmp.rename(folder)
-    return len(rows)
+    return chunks.rows
 
 
 def exists(folder: Path) -> bool:

@@ -13,10 +13,12 @@ time), and handed to bm25s in its own format, so the query side stays bm25s.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+from pathlib import Path
 from types import ModuleType
 
 import bm25s
@@ -30,12 +32,11 @@ try:
 except ImportError:  # installed without a C compiler
     _tokenize = None
 
-__all__ = ["ENABLED", "NativeCorpus", "available", "chunk_bytes"]
+__all__ = ["ENABLED", "NativeCorpus", "available", "chunk_file"]
 
 log = logging.getLogger(__name__)
 # Tests switch the native path off to compare it with the Python one.
 ENABLED = True
-_BLOCK = 1 << 22
 
 
 def available() -> bool:
@@ -50,11 +51,13 @@ def _built() -> bool:
     return _tokenize is not None
 
 
-def chunk_bytes(data: bytes, lines: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """index.py's `_chunk_bytes` in C (the same ranges; see _tokenize.c)."""
+def chunk_file(data: bytes | memoryview, spans: Sequence[tuple[int, int, str]]) -> list[tuple[int, int, int, int, int]]:
+    """index.py's `chunk_file` + `_chunk_bytes` in C, on the file's bytes: per chunk (first line, last line, byte
+    start, byte end, the index of its definition in `spans`, or -1 for a window, -2 for a small file's one
+    chunk). What `NativeCorpus.add_source` chunks by."""
     assert _tokenize is not None, "check available() first"
-    ranges: list[tuple[int, int]] = _tokenize.chunk_bytes(data, lines)
-    return ranges
+    chunks: list[tuple[int, int, int, int, int]] = _tokenize.chunk_file(data, spans)
+    return chunks
 
 
 class NativeCorpus:
@@ -82,52 +85,76 @@ class NativeCorpus:
         names = [s.encode("utf-8", "surrogatepass") for s in symbols]
         self._counter.add_file(data, bounds, path.encode("utf-8", "surrogatepass"), names, *weights)
 
-    def model(self) -> bm25s.BM25:
-        """The bm25s model of every chunk added, as `bm25s.BM25().index(tokens)` builds it (defaults)."""
+    def add_source(
+        self,
+        data: bytes | memoryview,
+        spans: Sequence[tuple[int, int, str]],
+        path: str,
+        file_id: int,
+        first_row: int,
+        weights: tuple[int, int, int],
+    ) -> tuple[bytes, list[tuple[int, tuple[str, ...]]]]:
+        """Chunk one file as index.py's `chunk_file` does (on its bytes: nothing decoded) and add its chunks.
+
+        Returns the chunk table's rows of the file (int64: file_id, first and last line, byte start and end; empty
+        when the file has no lines, and then nothing is added) and, for the chunks with symbol names, their row
+        number (from `first_row`) and names, as the build writes them to files.json.
+        """
         assert _tokenize is not None
-        n_docs, n_pairs, _ = self._counter.sizes()
+        found: tuple[bytes, list[tuple[int, tuple[str, ...]]]] = self._counter.add_source(
+            data, spans, path.encode("utf-8", "surrogatepass"), file_id, first_row, *weights
+        )
+        return found
+
+    def save(self, folder: Path) -> None:
+        """Write the bm25s model of every chunk added into `folder` (for `bm25s.BM25.load`): the files that
+        `bm25s.BM25().index(tokens)` (defaults) then `save` write, every score bit for bit the same."""
+        assert _tokenize is not None
+        n_docs, n_pairs, _, known = self._counter.sizes()
         doc_len = np.empty(n_docs, dtype=np.int64)
-        doc_pairs = np.empty(n_docs, dtype=np.int64)
-        terms = np.empty(n_pairs, dtype=np.int32)
-        counts = np.empty(n_pairs, dtype=np.int32)
-        self._counter.export(doc_len, doc_pairs, terms, counts)
-        vocab = {token: i for i, token in enumerate(self._counter.tokens())}
-        empty = np.flatnonzero(doc_len == 0)
-        if len(empty):  # a chunk without terms gets the one empty token, as chunk_tokens gives it
-            token = vocab.setdefault(self._empty_token, len(vocab))
-            at = (np.cumsum(doc_pairs) - doc_pairs)[empty]
-            terms = np.insert(terms, at, token)
-            counts = np.insert(counts, at, 1)
-            doc_len[empty] = 1
-            doc_pairs[empty] = 1
+        self._counter.lengths(doc_len)
+        empty = doc_len == 0
+        # A chunk without terms gets the one empty token, as chunk_tokens gives it; then bm25s adds the "" token
+        # (index(create_empty_token=True)), last and outside the score matrix. The vocabulary is written by the
+        # counter: a dict of a few million terms cost more than the matrix.
+        vocab, ids = self._counter.vocab_json([self._empty_token, ""] if empty.any() else [""])
+        n_vocab = self._counter.sizes()[3] - (1 if ids[-1] >= known else 0)
+        empty_term = ids[0] if empty.any() else -1
+        doc_len[empty] = 1
         model = bm25s.BM25()
-        n_vocab = len(vocab)
-        # Each step below mirrors bm25s.BM25.build_index_from_ids (method and idf "lucene"), dtypes included:
-        # the per-document float64 length normalisation, the float32 idf from math.log, float64 products stored
-        # as float32. The same inputs give the same bits.
+        # bm25s.BM25.build_index_from_ids (method and idf "lucene"), dtypes included: the float32 idf from
+        # math.log per distinct document frequency, the per-document float64 length normalisation; the counter
+        # then computes each score with numpy's operations on those (see _tokenize.c's bm25). Same bits.
         avg_doc_len = doc_len.mean()
-        df = np.bincount(terms, minlength=n_vocab)
+        df = np.empty(n_vocab, dtype=np.int64)
+        self._counter.frequencies(df, empty_term)
         distinct, which = np.unique(df, return_inverse=True)
         idf_of = [math.log(1 + (n_docs - d + 0.5) / (d + 0.5)) if d else 0.0 for d in distinct.tolist()]
         idf = np.asarray(idf_of, dtype=model.dtype)[which]
         k1, b = model.k1, model.b
         norm = k1 * ((1 - b) + b * doc_len.astype(np.float64) / avg_doc_len)
-        rows = np.repeat(np.arange(n_docs, dtype=np.int32), doc_pairs)
-        scores = np.empty(len(terms), dtype=model.dtype)
-        for first in range(0, len(terms), _BLOCK):  # in blocks: float64 temporaries of every pair would be GBs
-            block = slice(first, first + _BLOCK)
-            tf = counts[block].astype(model.dtype).astype(np.float64)
-            tfc = tf / (norm[rows[block]] + tf)
-            scores[block] = (idf[terms[block]].astype(np.float64) * tfc).astype(model.dtype)
-        del counts
+        n_scores = n_pairs + int(empty.sum())
         indptr = np.empty(n_vocab + 1, dtype=np.int64)
-        indices = np.empty(len(terms), dtype=np.int32)
-        data = np.empty(len(terms), dtype=model.dtype)
-        _tokenize.csc(rows, terms, scores, n_vocab, indptr, indices, data)
-        model.scores = {"data": data, "indices": indices, "indptr": indptr, "num_docs": n_docs}
-        model.nonoccurrence_array = None
-        if "" not in vocab:  # as bm25s.index(create_empty_token=True) adds it
-            vocab[""] = max(vocab.values(), default=-1) + 1
-        model.vocab_dict = vocab
-        model.unique_token_ids_set = set(vocab.values())
-        return model
+        indices = np.empty(n_scores, dtype=np.int32)
+        data = np.empty(n_scores, dtype=model.dtype)
+        self._counter.bm25(empty_term, norm, idf, indptr, indices, data)
+        # What bm25s.BM25.save writes (no corpus, no non-occurrence array: method "lucene").
+        folder.mkdir(parents=True, exist_ok=True)
+        np.save(folder / "data.csc.index.npy", data)
+        np.save(folder / "indices.csc.index.npy", indices)
+        np.save(folder / "indptr.csc.index.npy", indptr)
+        (folder / "vocab.index.json").write_bytes(vocab)
+        params = {
+            "k1": model.k1,
+            "b": model.b,
+            "delta": model.delta,
+            "method": model.method,
+            "idf_method": model.idf_method,
+            "dtype": model.dtype,
+            "int_dtype": model.int_dtype,
+            "num_docs": n_docs,
+            "version": bm25s.__version__,
+            "backend": model.backend,
+        }
+        with (folder / "params.index.json").open("w") as f:
+            json.dump(params, f, indent=4)

@@ -46,7 +46,7 @@ from codewell.nls.index import (
     terms,
 )
 from codewell.repos.service import Repo, RepoService
-from codewell.search.service import SearchService
+from codewell.search.service import RevisionFiles, SearchService
 
 if TYPE_CHECKING:
     from codewell.runtime import Runtime
@@ -212,15 +212,6 @@ def parse_question(question: str) -> _Question:
     )
 
 
-def _blob_lines(data: bytes) -> list[str] | None:
-    if b"\x00" in data[:8000] or len(data) > MAX_FILE_BYTES:
-        return None
-    lines = data.decode("utf-8", "replace").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.removesuffix("\r") for line in lines]
-
-
 class _Blobs:
     """For an index of format 2 (no stored texts): the blobs of one repository one search needs, each read once."""
 
@@ -266,13 +257,40 @@ def shown_hits(hits: list[NlsHit], limit: int) -> Iterator[NlsHit]:
             yield hit
 
 
-def _walk(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str) -> Iterator[tuple[str, str, bytes]]:
+def _walk(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str) -> Iterator[tuple[str, pygit2.Oid]]:
+    """(path, blob id) of every blob of `tree` in tree order (symbolic links included), reading no blob."""
     for entry in tree:
         path = f"{prefix}{entry.name}"
         if entry.type_str == "tree":
             yield from _walk(repo, repo[entry.id].peel(pygit2.Tree), path + "/")
         elif entry.type_str == "blob":
-            yield path, str(entry.id), repo[entry.id].peel(pygit2.Blob).data
+            yield path, entry.id
+
+
+def _source_files(
+    mirror: pygit2.Repository,
+    commit: str,
+    stored: RevisionFiles | None,
+    spans: dict[str, list[tuple[int, int, str]]],
+) -> Iterator[SourceFile]:
+    """Every blob of `commit` with its definitions, in tree order; the bytes from search's shard when it holds
+    them (`stored`: the shard was just built, and reading it costs nothing where git inflates every blob again).
+
+    Git is read for what the shard leaves out: symbolic links (nls indexes their target path as a text, as it
+    always did), files search calls binary (a NUL anywhere, where nls looks at the first 8000 bytes only), and
+    every file of a commit the shard does not hold (`stored` None).
+    """
+    docs = {} if stored is None else {stored.path(doc): doc for doc in stored.docs}
+    for path, oid in _walk(mirror, mirror[commit].peel(pygit2.Tree), ""):
+        doc = docs.get(path)
+        data: bytes | memoryview
+        if stored is not None and doc is not None and stored.skipped(doc) != "binary":
+            if stored.skipped(doc) and stored.size(doc) > MAX_FILE_BYTES:
+                continue  # too large for nls as well
+            data = stored.data(doc) if not stored.skipped(doc) else mirror[oid].peel(pygit2.Blob).data
+        else:
+            data = mirror[oid].peel(pygit2.Blob).data
+        yield SourceFile(path, str(oid), data, spans.get(path, []))
 
 
 class NlsService:
@@ -310,25 +328,14 @@ class NlsService:
             self._building.add((repo.id, commit))
         try:
             symbols = self.runtime.get(CodeNavService).index_revision(repo, commit)
-            mirror = pygit2.Repository(str(repo.mirror_path))
-            tree = mirror[commit].peel(pygit2.Tree)
-
-            def files() -> Iterator[SourceFile]:
-                for path, blob, data in _walk(mirror, tree, ""):
-                    lines = _blob_lines(data)
-                    if lines is None:
-                        continue
-                    spans = [
-                        (s.def_line, s.def_end_line, f"{s.container}.{s.name}" if s.container else s.name)
-                        for s in symbols.symbols_in(path)
-                        if s.kind in _DEFINITION_KINDS
-                    ]
-                    yield SourceFile(path, blob, data, lines, spans)
-
             try:
-                count = build(folder, files())
+                # The whole revision's definitions in one query (a query per path cost more than chunking).
+                spans = symbols.definition_blocks(_DEFINITION_KINDS)
             finally:
                 symbols.close()
+            stored = self.runtime.get(SearchService).revision_files(repo, commit)
+            mirror = pygit2.Repository(str(repo.mirror_path))
+            count = build(folder, _source_files(mirror, commit, stored, spans))
             log.info("nls indexed", extra={"repo": repo.name, "commit": commit, "chunks": count})
             return count
         finally:

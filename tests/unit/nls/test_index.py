@@ -45,7 +45,7 @@ def test_chunks_read_back_by_byte_range(tmp_path: Path) -> None:
     lines = [f"line {i} é\r" if i % 2 else f"ligne {i} ü" for i in range(1, 200)]
     data = "\n".join(lines).encode()
     decoded = [line.removesuffix("\r") for line in data.decode().split("\n")]
-    build(tmp_path / "ix", [SourceFile("a/b.c", "f" * 40, data, decoded, [(101, 130, "fn")])])
+    build(tmp_path / "ix", [SourceFile("a/b.c", "f" * 40, data, [(101, 130, "fn")])])
     index = load(tmp_path / "ix")
     assert index is not None
     assert index.paths == ["a/b.c"]
@@ -64,7 +64,7 @@ def test_chunks_read_back_by_byte_range(tmp_path: Path) -> None:
 
 def test_index_of_another_format_is_not_loaded(tmp_path: Path) -> None:
     folder = tmp_path / "ix"
-    build(folder, [SourceFile("a.py", "0" * 40, b"x = 1\n", ["x = 1"], [])])
+    build(folder, [SourceFile("a.py", "0" * 40, b"x = 1\n", [])])
     assert exists(folder)
     assert load(folder) is not None
     raw = json.loads((folder / "files.json").read_text())

@@ -57,8 +57,8 @@ def test_stored_texts_round_trip(tmp_path: Path) -> None:
     lines = [f"Line {i} ÉTÉ\r" if i % 2 else f"MixedCase_{i} Über" for i in range(1, 200)]
     data = "\n".join(lines).encode()
     decoded = [line.removesuffix("\r") for line in data.decode().split("\n")]
-    small = SourceFile("b.py", "e" * 40, b"X = 1\n", ["X = 1"], [])
-    build(tmp_path / "ix", [SourceFile("a.c", "f" * 40, data, decoded, [(101, 130, "fn")]), small])
+    small = SourceFile("b.py", "e" * 40, b"X = 1\n", [])
+    build(tmp_path / "ix", [SourceFile("a.c", "f" * 40, data, [(101, 130, "fn")]), small])
     index = load(tmp_path / "ix")
     assert index is not None
     assert index.texts is not None
@@ -75,7 +75,7 @@ def test_stored_texts_round_trip(tmp_path: Path) -> None:
 
 
 def test_empty_index_has_empty_texts(tmp_path: Path) -> None:
-    build(tmp_path / "ix", [SourceFile("empty.txt", "0" * 40, b"", [], [])])
+    build(tmp_path / "ix", [SourceFile("empty.txt", "0" * 40, b"", [])])
     index = load(tmp_path / "ix")
     assert index is not None
     assert index.texts is not None

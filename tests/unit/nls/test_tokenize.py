@@ -1,11 +1,13 @@
-"""The native term counter (nls/_tokenize.c) against the Python tokenizer it replaces in the index build.
+"""The native chunker and term counter (nls/_tokenize.c) against the Python code they replace in the build.
 
-Both must give the same terms with the same counts for any text, and `build` must write the same bm25s model
-(every score bit for bit) whichever path runs; the Python path is what runs when the extension is not built.
+Both must give the same chunks (lines, byte ranges, symbol names) and the same terms with the same counts for
+any text, and `build` must write the same index (every score bit for bit) whichever path runs; the Python path
+is what runs when the extension is not built.
 """
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 from collections.abc import Iterator
@@ -21,29 +23,27 @@ from codewell.nls import _tokenize, native
 from codewell.nls.index import (
     COMMENT_BOOST,
     PATH_BOOST,
+    SMALL_FILE_LINES,
     SYMBOL_BOOST,
+    WINDOW,
     Chunk,
     SourceFile,
     _chunk_bytes,
     _word_token,
     build,
+    chunk_file,
     chunk_tokens,
     load,
+    source_lines,
 )
 
 WEIGHTS = (COMMENT_BOOST, PATH_BOOST, SYMBOL_BOOST)
-
-
-def _lines(data: bytes) -> list[str]:
-    # As nls/service.py decodes a blob for the index.
-    lines = data.decode("utf-8", "replace").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.removesuffix("\r") for line in lines]
+Span = tuple[int, int, str]
+ChunkOut = tuple[int, int, int, int, tuple[str, ...]]
 
 
 def python_counts(data: bytes, path: str, symbols: tuple[str, ...]) -> Counter[str]:
-    lines = _lines(data)
+    lines = source_lines(data)
     tokens = chunk_tokens(Chunk(path, 1, len(lines), symbols), lines)
     return Counter() if tokens == ["\x00empty"] else Counter(tokens)
 
@@ -52,7 +52,7 @@ def native_counts(docs: list[tuple[bytes, str, tuple[str, ...]]]) -> list[Counte
     counter = _tokenize.TermCounter(_word_token)
     for data, path, symbols in docs:
         counter.add_file(data, [(0, len(data))], path.encode(), [" ".join(symbols).encode()], *WEIGHTS)
-    n_docs, n_pairs, _ = counter.sizes()
+    n_docs, n_pairs, *_ = counter.sizes()
     doc_len, doc_pairs = np.empty(n_docs, np.int64), np.empty(n_docs, np.int64)
     terms, counts = np.empty(n_pairs, np.int32), np.empty(n_pairs, np.int32)
     counter.export(doc_len, doc_pairs, terms, counts)
@@ -117,19 +117,101 @@ def test_any_text_counts_like_python(texts: list[str], symbol: str) -> None:
     assert native_counts(docs) == [python_counts(*doc) for doc in docs]
 
 
-@settings(max_examples=200, deadline=None)
-@given(
-    data=st.lists(st.sampled_from([b"a", b"\n", b"\r", b"\xc3\xa9", b"xy"]), max_size=30).map(b"".join),
-    seed=st.randoms(),
-)
-def test_chunk_byte_ranges_match_python(data: bytes, seed: random.Random) -> None:
-    count = len(_lines(data)) or 1
-    spans = [(first, seed.randint(first - 1, count + 1)) for first in sorted(seed.randint(1, count) for _ in range(5))]
-    assert native.chunk_bytes(data, spans) == _chunk_bytes(data, spans)
-    with pytest.raises(ValueError, match="not a range"):
-        native.chunk_bytes(data, [(0, 1)])
+def python_chunks(data: bytes, spans: list[Span]) -> list[ChunkOut]:
+    """index.py's chunking of a file: chunk_file over its decoded lines, then each chunk's byte range."""
+    chunks = chunk_file("p", source_lines(data), spans)
+    ranges = _chunk_bytes(data, [(c.start, c.end) for c in chunks]) if chunks else []
+    return [(c.start, c.end, a, b, c.symbols) for c, (a, b) in zip(chunks, ranges, strict=True)]
+
+
+def native_chunks(data: bytes | memoryview, spans: list[Span]) -> list[ChunkOut]:
+    out: list[ChunkOut] = []
+    for first, last, start, end, span in native.chunk_file(data, spans):
+        names = () if span == -1 else (spans[span][2],) if span >= 0 else tuple(name for *_, name in spans)
+        out.append((first, last, start, end, names))
+    return out
+
+
+def test_the_c_chunker_uses_index_py_constants() -> None:
+    assert (_tokenize.WINDOW, _tokenize.SMALL_FILE_LINES) == (WINDOW, SMALL_FILE_LINES)
+
+
+# Lines that matter to chunking: blank by str.strip() (Unicode spaces, a lone CR, a control separator), blank
+# but for an invalid or a non-space multi-byte character, and text.
+LINE_KINDS = [
+    b"",
+    b"  ",
+    b"\t\r",
+    b"\r",
+    b"\xc2\xa0",
+    b"\xe3\x80\x80 ",
+    b"\x1c",
+    b"\x0b\x0c",
+    b"x = 1",
+    b"\xff",
+    b" \xe2\x80",
+]
+LINE_KINDS += [b"\xc3\xa9", b"\xe2\x80\x8b", b"\xef\xbb\xbf", b"  }\r"]  # é, zero-width space, BOM: not blank
+NAMES = ["f", "g", "A.f", "\u03a9mega.run", "f"]
+
+
+def _random_file(rng: random.Random) -> tuple[bytes, list[Span]]:
+    lines = rng.choice([3, 40, 79, 80, 81, 130, 260, 400])
+    # Runs of one kind of line, so that whole windows are blank sometimes.
+    parts: list[bytes] = []
+    while len(parts) < lines:
+        kind = rng.choice(LINE_KINDS) if rng.random() < 0.5 else rng.choice(LINE_KINDS[:8])  # blank ones
+        parts.extend([kind] * rng.randint(1, 60))
+    data = b"\n".join(parts[:lines]) + rng.choice([b"", b"\n", b"\r\n"])
+    spans: list[Span] = []
+    for _ in range(rng.randint(0, 12)):
+        start = rng.randint(0, lines + 3)
+        end = start + rng.choice([-1, 0, 1, 5, 30, 119, 120, 121, 200, rng.randint(0, lines)])
+        spans.append((start, end, rng.choice(NAMES)))
+    if spans and rng.random() < 0.3:  # the same lines twice: Python orders the two by name
+        start, end, _ = rng.choice(spans)
+        spans.append((start, end, rng.choice(NAMES)))
+    return data, spans
+
+
+CHUNK_CASES: list[tuple[bytes, list[Span]]] = [
+    (b"", []),
+    (b"\n", [(1, 1, "f")]),
+    (b"one line, no newline", []),
+    (b"x\n" * 80, [(2, 5, "small"), (1, 80, "Whole")]),
+    (b"x\r\n" * 81, [(2, 5, "f")]),
+    # A 150-line class with members is split into them; one without members stays whole.
+    (b"x\n" * 300, [(10, 160, "C"), (12, 20, "C.a"), (30, 60, "C.b"), (170, 290, "D")]),
+    (b"x\n" * 300, [(10, 160, "C"), (170, 290, "D")]),
+    # Blank windows (Unicode spaces) are skipped, a tail under WINDOW // 4 lines joins the window before it.
+    (b"\xc2\xa0\n" * 100 + b"text\n" * 49, []),
+    (b"\n".join([b"x"] * 91), [(50, 50, "b"), (50, 50, "a"), (50, 50, "a")]),
+    (b"x\n" * 100 + b"\xff\xfe", [(95, 101, "past the end"), (3, 2, "empty")]),
+]
+
+
+@pytest.mark.parametrize(("data", "spans"), CHUNK_CASES)
+def test_c_chunks_are_index_py_chunks(data: bytes, spans: list[Span]) -> None:
+    assert native_chunks(data, spans) == python_chunks(data, spans)
+    assert native_chunks(memoryview(data), spans) == python_chunks(data, spans)
+
+
+def test_c_chunks_of_random_files_are_index_py_chunks() -> None:
+    rng = random.Random(17)
+    for _ in range(1500):
+        data, spans = _random_file(rng)
+        assert native_chunks(data, spans) == python_chunks(data, spans), (data[:200], spans)
+
+
+def test_c_chunker_refuses_bad_spans() -> None:
+    data = b"x\n" * 100
     with pytest.raises(TypeError, match="tuples"):
-        native.chunk_bytes(data, [[1, 1]])  # type: ignore[list-item]
+        native.chunk_file(data, [(1, 2)])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="tuples"):
+        native.chunk_file(data, [[1, 2, "f"]])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="not a range"):  # Python would make a chunk of bytes from nowhere
+        native.chunk_file(data, [(10, 5, "f")])
+    assert native.chunk_file(b"x\n" * 10, [(10, 5, "f")]) == [(1, 10, 0, 20, -2)]  # small file: spans unused
 
 
 def _files() -> Iterator[SourceFile]:
@@ -145,9 +227,13 @@ def _files() -> Iterator[SourceFile]:
     }
     for path, text in texts.items():
         data = text.encode()
-        lines = _lines(data)
-        spans = [(1, 2, "handler_0"), (3, 4, "Client.handler_1")] if path.endswith(".py") else []
-        yield SourceFile(path, "a" * 40, data, lines, spans)
+        spans = [(3, 4, "Client.handler_1"), (1, 2, "handler_0")] if path.endswith(".py") else []
+        # Bytes as read from git, or a view of search's shard.
+        yield SourceFile(path, "a" * 40, memoryview(data) if "ü" in path else data, spans)
+    yield SourceFile("tiny.py", "b" * 40, b"def only():  # one\n    pass\n", [(1, 2, "only"), (1, 1, "Only.x")])
+    yield SourceFile("skipped/empty.c", "c" * 40, b"", [])
+    yield SourceFile("skipped/binary.bin", "d" * 40, b"text\x00more", [])
+    yield SourceFile("skipped/large.txt", "e" * 40, b"word " * (1 << 18) + b"!", [])
 
 
 def _model_triples(folder: Path) -> dict[tuple[str, int], float]:
@@ -178,8 +264,42 @@ def test_build_writes_the_same_model_with_and_without_native(tmp_path: Path, fil
     assert python.model.scores["num_docs"] == fast.model.scores["num_docs"]
     assert _model_triples(tmp_path / "python") == _model_triples(tmp_path / "native")  # exact floats
     assert np.array_equal(python.table, fast.table)
+    assert (python.paths, python.blobs, python.symbols) == (fast.paths, fast.blobs, fast.symbols)
+    assert "skipped/binary.bin" not in fast.paths
+    assert "skipped/large.txt" not in fast.paths
+    assert "skipped/empty.c" not in fast.paths
+    for name in ("texts.bin", "texts.npy", "files.json"):
+        assert (tmp_path / "python" / name).read_bytes() == (tmp_path / "native" / name).read_bytes()
     for question in (["retri"], ["http", "request"], ["slab", "foobar"], ["\x00empty"]):
         assert np.array_equal(python.scores(question), fast.scores(question))
+
+
+def test_add_source_rows_and_names() -> None:
+    counter = _tokenize.TermCounter(_word_token)
+    assert counter.add_source(b"", [(1, 1, "f")], b"path_words/here.c", 7, 0, *WEIGHTS) == (b"", [])
+    assert counter.sizes() == (0, 0, 0, 0)  # a file without lines: not even its path is looked at
+    data = b"int a;\n" * 50 + b"static void tidy_up(void)\n{\n}\n" + b"int b;\n" * 60
+    spans = [(51, 53, "tidy_up"), (1, 1, "Outer.a")]
+    raw, named = counter.add_source(memoryview(data), spans, b"mm/slab.c", 7, 100, *WEIGHTS)
+    rows = np.frombuffer(raw, dtype=np.int64).reshape(-1, 5)
+    expected = python_chunks(data, spans)
+    assert rows.tolist() == [[7, first, last, start, end] for first, last, start, end, _ in expected]
+    assert named == [(100 + k, names) for k, (*_, names) in enumerate(expected) if names]
+    assert ("tidy_up",) in [names for _, names in named]
+    assert counter.sizes()[0] == len(expected)
+
+
+def test_vocab_json_is_every_term_by_id() -> None:
+    # Terms as word_token returns them: any str (quotes, backslashes, control and non-ASCII characters).
+    odd = {"quote": 'say "hi"', "slash": "back\\slash", "ctrl": "tab\there\x00nul", "accent": "caf\u00e9"}
+    counter = _tokenize.TermCounter(lambda word: odd.get(word, word))
+    counter.add_file(b"quote slash ctrl_accent plain", [(0, 29)], b"", [b""], 1, 2, 3)
+    before = counter.tokens()
+    raw, ids = counter.vocab_json(["\x00empty", "plain", ""])
+    assert ids == [len(before), before.index("plain"), len(before) + 1]
+    assert json.loads(raw) == {token: i for i, token in enumerate([*before, "\x00empty", ""])}
+    assert counter.sizes()[3] == len(before) + 2
+    assert _tokenize.TermCounter(_word_token).vocab_json([]) == (b"{}", [])
 
 
 def test_bad_input_is_refused_with_a_specific_error() -> None:
@@ -209,12 +329,31 @@ def test_bad_input_is_refused_with_a_specific_error() -> None:
         flaky.add_file(b"alpha beta gamma", [(0, 16)], b"", [b""], 1, 2, 3)
     flaky.add_file(b"alpha beta beta", [(0, 15)], b"", [b""], 1, 2, 3)  # the half-counted document is forgotten
     assert flaky.sizes()[:2] == (1, 2)
+    calls.clear()
+    big = b"first_chunk words\n" * 100 + b"gamma delta\n"  # the failing word is in the second window's chunk
+    with pytest.raises(RuntimeError, match="stemmer down"):
+        flaky.add_source(big, [], b"", 1, 1, 1, 2, 3)
+    assert flaky.sizes()[:2] == (1, 2)  # no chunk of the failed file stays counted
     with pytest.raises(TypeError, match="tuples"):
         counter.add_file(b"abc", [[0, 3]], b"p", [b""], 1, 2, 3)
     reentrant = _tokenize.TermCounter(lambda word: reentrant.add_file(b"x", [(0, 1)], b"", [b""], 1, 2, 3))
     with pytest.raises(RuntimeError, match="busy"):
         reentrant.add_file(b"some words", [(0, 10)], b"", [b""], 1, 2, 3)
-    rows = cols = np.zeros(1, np.int32)
-    out = (np.empty(2, np.int64), np.empty(1, np.int32), np.empty(1, np.float32))
-    with pytest.raises(ValueError, match="cols"):
-        _tokenize.csc(rows, cols + 5, np.zeros(1, np.float32), 1, *out)
+    with pytest.raises(RuntimeError, match="busy"):
+        reentrant.add_source(b"some words", [], b"", 0, 0, 1, 2, 3)
+    matrix = _tokenize.TermCounter(_word_token)
+    matrix.add_file(b"alpha beta", [(0, 10), (0, 0)], b"", [b"", b""], 1, 2, 3)  # the second has no terms
+    norm, idf = np.ones(2, np.float64), np.ones(2, np.float32)
+    out = (np.empty(3, np.int64), np.empty(3, np.int32), np.empty(3, np.float32))
+    with pytest.raises(ValueError, match="empty_term"):
+        matrix.frequencies(np.empty(2, np.int64), -1)
+    with pytest.raises(ValueError, match="empty_term"):
+        matrix.bm25(-1, norm, idf, *out)
+    with pytest.raises(ValueError, match="idf: shorter"):
+        matrix.bm25(0, norm, idf[:1], np.empty(2, np.int64), *out[1:])
+    with pytest.raises(ValueError, match="indices: expected 12 bytes"):
+        matrix.bm25(0, norm, idf, out[0], np.empty(2, np.int32), out[2])
+    matrix.bm25(1, norm, idf, *out)  # the failed calls changed nothing
+    assert out[0].tolist() == [0, 1, 3]
+    assert out[1].tolist() == [0, 0, 1]
+    assert matrix.sizes()[:2] == (0, 0)  # moved out
