@@ -861,6 +861,23 @@ done:
     return rc;
 }
 
+/* What add_file and add_source check first: weights, and no call from inside word_token (the counter would be
+   half-way through a document). On success `data` holds the buffer and the counter is busy until the call ends. */
+static int begin_adding(TermCounter *self, const char *name, PyObject *data_obj, Py_buffer *data, int comment_weight,
+                        int path_weight, int symbol_weight) {
+    if (comment_weight < 0 || path_weight < 0 || symbol_weight < 0) {
+        PyErr_SetString(PyExc_ValueError, "weights must be >= 0");
+        return -1;
+    }
+    if (self->busy) {
+        PyErr_Format(PyExc_RuntimeError, "%s called from word_token: the counter is busy", name);
+        return -1;
+    }
+    if (PyObject_GetBuffer(data_obj, data, PyBUF_SIMPLE) < 0) return -1;
+    self->busy = 1;
+    return 0;
+}
+
 PyDoc_STRVAR(add_file_doc,
              "add_file(data, bounds, path, symbols, comment_weight, path_weight, symbol_weight, /) -> None\n\n"
              "One document per (start, end) byte range of `data` in `bounds`, with `path` (bytes) and the\n"
@@ -873,17 +890,8 @@ static PyObject *add_file(TermCounter *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOO!Oiii", &data_obj, &bounds, &PyBytes_Type, &path, &symbols, &comment_weight,
                           &path_weight, &symbol_weight))
         return NULL;
-    if (comment_weight < 0 || path_weight < 0 || symbol_weight < 0) {
-        PyErr_SetString(PyExc_ValueError, "weights must be >= 0");
-        return NULL;
-    }
-    if (self->busy) {
-        PyErr_SetString(PyExc_RuntimeError, "add_file called from word_token: the counter is busy");
-        return NULL;
-    }
     Py_buffer data;
-    if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0) return NULL;
-    self->busy = 1;
+    if (begin_adding(self, "add_file", data_obj, &data, comment_weight, path_weight, symbol_weight) < 0) return NULL;
     PyObject *result = NULL, *bounds_seq = NULL, *symbols_seq = NULL;
     Py_ssize_t docs = self->docs, pairs = self->pairs;
     bounds_seq = PySequence_Fast(bounds, "bounds must be a sequence of (start, end)");
@@ -947,17 +955,8 @@ static PyObject *add_source(TermCounter *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOO!nniii", &data_obj, &spans_obj, &PyBytes_Type, &path, &file_id, &first_row,
                           &comment_weight, &path_weight, &symbol_weight))
         return NULL;
-    if (comment_weight < 0 || path_weight < 0 || symbol_weight < 0) {
-        PyErr_SetString(PyExc_ValueError, "weights must be >= 0");
-        return NULL;
-    }
-    if (self->busy) {
-        PyErr_SetString(PyExc_RuntimeError, "add_source called from word_token: the counter is busy");
-        return NULL;
-    }
     Py_buffer data;
-    if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0) return NULL;
-    self->busy = 1;
+    if (begin_adding(self, "add_source", data_obj, &data, comment_weight, path_weight, symbol_weight) < 0) return NULL;
     PyObject *result = NULL, *spans_seq = NULL, *rows = NULL, *named = NULL;
     Span *spans = NULL;
     Chunks chunks = {NULL, 0, 0};
