@@ -32,25 +32,17 @@ from pathlib import Path
 
 import jedi  # type: ignore[import-untyped]  # jedi ships no type information
 
+from benchkit import open_runtime, precision_recall
 from codewell.codenav.extract import extract
 from codewell.codenav.service import CodeNavService
 from codewell.core.actors import INTERNAL
 from codewell.core.errors import CodewellError
-from codewell.core.settings import Settings
 from codewell.repos.service import register_local_repo
-from codewell.runtime import Runtime
 
 RESULTS = Path(__file__).parent / ".results"
 STDLIB = Path("/usr/lib/python3.11")
 REPO = "bench/stdlib"
 _CHAIN = re.compile(r"([A-Za-z_][\w.]*\.)$")
-
-
-def open_runtime(data: Path) -> Runtime:
-    settings = Settings.from_env({}, data_dir=data, database_url=f"sqlite:///{data}/codewell.db")
-    runtime = Runtime.open(settings)
-    runtime.db.upgrade()
-    return runtime
 
 
 def make_corpus(root: Path, packages: list[str]) -> list[Path]:
@@ -215,11 +207,7 @@ def bench_references(
             )
     return {
         "symbols": done,
-        "precision": round(tp / max(1, tp + fp), 4),
-        "recall": round(tp / max(1, tp + fn), 4),
-        "true_positives": tp,
-        "false_positives": fp,
-        "false_negatives": fn,
+        **precision_recall(tp, fp, fn),
         "p50_ms": round(statistics.median(times) * 1000, 2) if times else None,
         "differences": differences,
     }

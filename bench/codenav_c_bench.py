@@ -30,12 +30,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchkit import open_runtime
 from codewell.codenav.service import CodeNavService
 from codewell.core.actors import INTERNAL
 from codewell.core.errors import CodewellError
-from codewell.core.settings import Settings
 from codewell.repos.service import register_local_repo
-from codewell.runtime import Runtime
 
 RESULTS = Path(__file__).parent / ".results"
 BENCH_DIR = Path(os.environ.get("CODEWELL_BENCH_DIR", "/var/tmp/codewell-bench"))
@@ -95,13 +94,6 @@ def single_definitions(root: Path) -> dict[str, tuple[str, int]]:
     for name, path, line in global_lines(root, "-x", "-e", ".*"):
         by_name.setdefault(name, []).append((path, line))
     return {name: spots[0] for name, spots in by_name.items() if len(spots) == 1}
-
-
-def open_runtime(data: Path) -> Runtime:
-    settings = Settings.from_env({}, data_dir=data, database_url=f"sqlite:///{data}/codewell.db")
-    runtime = Runtime.open(settings)
-    runtime.db.upgrade()
-    return runtime
 
 
 def bench_definitions(

@@ -51,12 +51,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchkit import open_runtime
 from codewell.accounts.service import AccountService
 from codewell.capabilities import wire
 from codewell.codenav.service import CodeNavService
 from codewell.core.actors import INTERNAL, Actor
 from codewell.core.errors import CodewellError
-from codewell.core.settings import Settings
 from codewell.core.tools import Endpoint
 from codewell.mcp.registry import ToolRegistry
 from codewell.mcp.server import ToolCaller
@@ -140,13 +140,6 @@ def pct(samples: list[float]) -> dict[str, float]:
         "p95_ms": round(ordered[max(0, int(len(ordered) * 0.95) - 1)] * 1000, 2),
         "max_ms": round(ordered[-1] * 1000, 2),
     }
-
-
-def open_runtime(data: Path) -> Runtime:
-    settings = Settings.from_env({}, data_dir=data, database_url=f"sqlite:///{data}/codewell.db")
-    runtime = Runtime.open(settings)
-    runtime.db.upgrade()
-    return runtime
 
 
 def peak_rss_megabytes() -> tuple[float, float]:

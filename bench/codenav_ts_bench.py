@@ -38,12 +38,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchkit import open_runtime, precision_recall
 from codewell.codenav.service import CodeNavService
 from codewell.core.actors import INTERNAL
 from codewell.core.errors import CodewellError
-from codewell.core.settings import Settings
 from codewell.repos.service import register_local_repo
-from codewell.runtime import Runtime
 
 RESULTS = Path(__file__).parent / ".results"
 DECODER = Path(__file__).parent / "scip_to_json.js"
@@ -188,13 +187,6 @@ class Truth:
         return {(p, n) for p, n, _, s, d, _prefix in self.occurrences if s == symbol and not d} - {spot}
 
 
-def open_runtime(data: Path) -> Runtime:
-    settings = Settings.from_env({}, data_dir=data, database_url=f"sqlite:///{data}/codewell.db")
-    runtime = Runtime.open(settings)
-    runtime.db.upgrade()
-    return runtime
-
-
 def bench_definitions(nav: CodeNavService, truth: Truth, wanted: int, rng: random.Random) -> dict[str, object]:
     usages = sorted(
         (key, next(iter(symbols)))
@@ -276,11 +268,7 @@ def bench_references(nav: CodeNavService, truth: Truth, wanted: int, rng: random
             worst.append((len(expected ^ ours), difference))
     return {
         "symbols": done,
-        "precision": round(tp / max(1, tp + fp), 4),
-        "recall": round(tp / max(1, tp + fn), 4),
-        "true_positives": tp,
-        "false_positives": fp,
-        "false_negatives": fn,
+        **precision_recall(tp, fp, fn),
         "definitions_not_found": not_found,
         "p50_ms": round(statistics.median(times) * 1000, 2) if times else None,
         # The largest differences first: they say what to fix next.

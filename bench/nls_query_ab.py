@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 import pygit2
 
-from codenav_linux import QUESTIONS, open_runtime, pct
+from benchkit import open_runtime
+from codenav_linux import QUESTIONS, pct
 from codewell.accounts.service import AccountService
 from codewell.capabilities import wire
 from codewell.core.actors import INTERNAL, Actor

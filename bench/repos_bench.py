@@ -25,9 +25,9 @@ import threading
 import time
 from pathlib import Path
 
+from benchkit import open_runtime
 from codewell.config.schema import SiteConfig
 from codewell.core.actors import INTERNAL
-from codewell.core.settings import Settings
 from codewell.repos import git as gitmod
 from codewell.repos.scheduler import SyncScheduler
 from codewell.repos.service import RepoService
@@ -44,13 +44,6 @@ def ms(samples: list[float]) -> dict[str, float]:
         "p90_ms": round(ordered[int(len(ordered) * 0.9)] * 1000, 3),
         "max_ms": round(ordered[-1] * 1000, 3),
     }
-
-
-def open_runtime(data: Path) -> Runtime:
-    settings = Settings.from_env({}, data_dir=data, database_url=f"sqlite:///{data}/codewell.db")
-    runtime = Runtime.open(settings)
-    runtime.db.upgrade()
-    return runtime
 
 
 def timed(call: object, *args: object, **kwargs: object) -> float:
