@@ -55,6 +55,7 @@ from codewell.codenav.precise import AUTO, PreciseService, UploadSummary, format
 from codewell.config.schema import AutoIndexingConfig
 from codewell.core.actors import INTERNAL, Actor
 from codewell.core.errors import InvalidInput, NotFound
+from codewell.repos.git import GitCommandError, run_git
 from codewell.repos.service import Repo, RepoService
 
 if TYPE_CHECKING:
@@ -439,31 +440,21 @@ class AutoIndexService:
         return JobResult(repo.name, commit, languages, summary, "", 0, "", time.monotonic() - started)
 
     def _export(self, mirror: Path, commit: str, job: Path, source: Path, timeout: int) -> None:
-        """`git archive` of `commit`, extracted into `source`."""
+        """`git archive` of `commit` (through repos' git runner: its own process group, killed at the timeout),
+        extracted into `source`."""
         archive = job / "src.tar"
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(job),
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": os.devnull,
-            "LC_ALL": "C",
-        }
-        with archive.open("wb") as out:
-            try:
-                done = subprocess.run(
-                    ["git", "--git-dir", str(mirror), "archive", "--format=tar", commit],
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.PIPE,
-                    env=env,
-                    timeout=timeout,
-                    check=False,
-                )
-            except subprocess.TimeoutExpired:
-                raise _Failed(f"git archive timed out after {timeout} s") from None
-        if done.returncode != 0:
-            message = done.stderr.decode("utf-8", "replace").strip().replace(str(mirror), "<mirror>")
-            raise _Failed("git archive failed", done.returncode, message[-TAIL_CHARS:])
+        try:
+            run_git(
+                ["archive", "--format=tar", f"--output={archive}", commit],
+                cwd=mirror,
+                env={"HOME": str(job), "GIT_CONFIG_GLOBAL": os.devnull},
+                timeout=timeout,
+                redact=lambda text: text.replace(str(mirror), "<mirror>"),
+            )
+        except GitCommandError as exc:
+            if exc.returncode is None:  # timed out
+                raise _Failed(exc.message) from None
+            raise _Failed("git archive failed", exc.returncode, exc.message[-TAIL_CHARS:]) from None
         source.mkdir()
         with tarfile.open(archive) as tar:
             tar.extractall(source, filter=_safe_member)
