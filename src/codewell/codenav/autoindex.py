@@ -55,7 +55,7 @@ from codewell.codenav.precise import AUTO, PreciseService, UploadSummary, format
 from codewell.config.schema import AutoIndexingConfig
 from codewell.core.actors import INTERNAL, Actor
 from codewell.core.errors import InvalidInput, NotFound
-from codewell.repos.git import GitCommandError, run_git
+from codewell.repos.git import GitCommandError, run_git, walk_blobs
 from codewell.repos.service import Repo, RepoService
 
 if TYPE_CHECKING:
@@ -146,17 +146,7 @@ def detect_languages(paths: Iterable[str]) -> set[str]:
 def _tree_paths(mirror: Path, commit: str) -> list[str]:
     """Every blob path of `commit` (names only, no contents read)."""
     repository = pygit2.Repository(str(mirror))
-    out: list[str] = []
-    stack: list[tuple[str, pygit2.Tree]] = [("", repository[commit].peel(pygit2.Tree))]
-    while stack:
-        prefix, tree = stack.pop()
-        for entry in tree:
-            path = f"{prefix}{entry.name}"
-            if entry.type_str == "tree":
-                stack.append((f"{path}/", repository[entry.id].peel(pygit2.Tree)))
-            elif entry.type_str == "blob":
-                out.append(path)
-    return out
+    return [path for path, _oid, _mode in walk_blobs(repository, repository[commit].peel(pygit2.Tree))]
 
 
 def _safe_member(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:

@@ -27,9 +27,11 @@ from typing import TYPE_CHECKING
 
 import json5
 import pygit2
+from pygit2.enums import FileMode
 
 from codewell.codenav import native
 from codewell.codenav.extract import DEFINITION, MAX_FILE_BYTES, FileSymbols, Symbol, extract, grammar_by_suffix
+from codewell.repos.git import walk_blobs
 
 if TYPE_CHECKING:
     from codewell.search.service import RevisionFiles
@@ -37,7 +39,6 @@ if TYPE_CHECKING:
 __all__ = ["FORMAT", "Indexed", "SymbolRow", "build_index", "open_index"]
 
 FORMAT = 3
-_SYMLINK = 0o120000
 # Files per task sent to a worker: big enough to amortize pickling, small enough to balance the workers.
 _BATCH_BYTES = 512 * 1024
 # Below this much source a revision is parsed in the calling process (starting workers costs ~1 s).
@@ -118,15 +119,6 @@ class BuildStats:
     parsed_bytes: int
     skipped: list[tuple[str, str]]
     seconds: float
-
-
-def _walk(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str) -> Iterator[tuple[str, pygit2.Oid]]:
-    for entry in tree:
-        name = entry.name or ""
-        if entry.type_str == "tree":
-            yield from _walk(repo, repo[entry.id], f"{prefix}{name}/")  # type: ignore[arg-type]
-        elif entry.type_str == "blob" and entry.filemode != _SYMLINK:
-            yield f"{prefix}{name}", entry.id
 
 
 def extract_batch(batch: list[tuple[str, _Data]]) -> list[FileSymbols]:
@@ -240,7 +232,9 @@ def _tree_files(
 ) -> Iterator[tuple[str, _Source, int]]:
     """(path, where its bytes are, size in git) of every blob of the commit but symlinks (as search walks it)."""
     if files is None:
-        for path, oid in _walk(repo, tree, ""):
+        for path, oid, mode in walk_blobs(repo, tree):
+            if mode == FileMode.LINK:
+                continue
             yield path, oid, repo.odb.read_header(oid)[1]
         return
     for doc in files.docs:

@@ -45,6 +45,7 @@ from codewell.nls.index import (
     split_identifier,
     terms,
 )
+from codewell.repos.git import walk_blobs
 from codewell.repos.service import Repo, RepoService
 from codewell.search.service import RevisionFiles, SearchService
 
@@ -257,16 +258,6 @@ def shown_hits(hits: list[NlsHit], limit: int) -> Iterator[NlsHit]:
             yield hit
 
 
-def _walk(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str) -> Iterator[tuple[str, pygit2.Oid]]:
-    """(path, blob id) of every blob of `tree` in tree order (symbolic links included), reading no blob."""
-    for entry in tree:
-        path = f"{prefix}{entry.name}"
-        if entry.type_str == "tree":
-            yield from _walk(repo, repo[entry.id].peel(pygit2.Tree), path + "/")
-        elif entry.type_str == "blob":
-            yield path, entry.id
-
-
 def _source_files(
     mirror: pygit2.Repository,
     commit: str,
@@ -281,7 +272,7 @@ def _source_files(
     every file of a commit the shard does not hold (`stored` None).
     """
     docs = {} if stored is None else {stored.path(doc): doc for doc in stored.docs}
-    for path, oid in _walk(mirror, mirror[commit].peel(pygit2.Tree), ""):
+    for path, oid, _mode in walk_blobs(mirror, mirror[commit].peel(pygit2.Tree)):
         doc = docs.get(path)
         data: bytes | memoryview
         if stored is not None and doc is not None and stored.skipped(doc) != "binary":

@@ -14,7 +14,7 @@ import re
 import signal
 import subprocess
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -243,6 +243,19 @@ _KINDS = {
     FileMode.LINK: "symlink",
     FileMode.COMMIT: "submodule",
 }
+
+
+def walk_blobs(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str = "") -> Iterator[tuple[str, pygit2.Oid, int]]:
+    """(path, blob id, file mode) of every blob below `tree`, in tree order, reading no blob. Symbolic links are
+    blobs too (mode `FileMode.LINK`): the caller keeps or drops them; submodules are left out."""
+    for entry in tree:
+        path = f"{prefix}{entry.name or ''}"
+        if entry.type_str == "tree":
+            subtree = repo[entry.id]
+            assert isinstance(subtree, pygit2.Tree)
+            yield from walk_blobs(repo, subtree, f"{path}/")
+        elif entry.type_str == "blob":
+            yield path, entry.id, entry.filemode
 
 
 def tree_items(tree: pygit2.Tree) -> list[TreeItem]:

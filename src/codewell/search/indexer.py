@@ -6,12 +6,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pygit2
+from pygit2.enums import FileMode
 
+from codewell.repos.git import walk_blobs
 from codewell.search.index.builder import SourceDoc, build_shard, skip_reason
 
 __all__ = ["branch_commits", "build_from_mirror", "commit_docs"]
-
-_SYMLINK = 0o120000
 
 
 def branch_commits(mirror: Path, default: str | None, extra: tuple[str, ...]) -> dict[str, str]:
@@ -28,15 +28,6 @@ def branch_commits(mirror: Path, default: str | None, extra: tuple[str, ...]) ->
     return found
 
 
-def _walk(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str) -> Iterator[tuple[str, pygit2.Oid, int]]:
-    for entry in tree:
-        name = entry.name or ""
-        if entry.type_str == "tree":
-            yield from _walk(repo, repo[entry.id], f"{prefix}{name}/")  # type: ignore[arg-type]
-        elif entry.type_str == "blob" and entry.filemode != _SYMLINK:
-            yield f"{prefix}{name}", entry.id, entry.filemode
-
-
 def commit_docs(mirror: Path, commits: dict[str, str]) -> Iterator[SourceDoc]:
     """Documents of every branch in `commits`; a (path, blob) present in several branches is yielded once."""
     repo = pygit2.Repository(str(mirror))
@@ -44,7 +35,7 @@ def commit_docs(mirror: Path, commits: dict[str, str]) -> Iterator[SourceDoc]:
     per_branch: list[tuple[str, list[tuple[str, pygit2.Oid]]]] = []
     for branch, sha in commits.items():
         tree = repo[sha].peel(pygit2.Tree)
-        entries = [(path, oid) for path, oid, _mode in _walk(repo, tree, "")]
+        entries = [(path, oid) for path, oid, mode in walk_blobs(repo, tree) if mode != FileMode.LINK]
         per_branch.append((branch, entries))
         for path, oid in entries:
             seen.setdefault((path, oid), set()).add(branch)
