@@ -1,13 +1,17 @@
-"""What several benches share: a runtime over a fresh data dir, and precision/recall figures.
+"""What several benches share: a runtime over a fresh data dir, a corpus indexed by codenav, precision/recall.
 
 Imported by the bench scripts as a sibling module (`python bench/x.py` puts bench/ on sys.path).
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
+from codewell.codenav.service import CodeNavService
+from codewell.core.actors import INTERNAL
 from codewell.core.settings import Settings
+from codewell.repos.service import register_local_repo
 from codewell.runtime import Runtime
 
 
@@ -28,3 +32,12 @@ def precision_recall(tp: int, fp: int, fn: int) -> dict[str, float | int]:
         "false_positives": fp,
         "false_negatives": fn,
     }
+
+
+def index_corpus(runtime: Runtime, root: Path, name: str) -> tuple[CodeNavService, float]:
+    """Register the git repository at `root` as `name` and build the symbol index of its head: (codenav, seconds)."""
+    repo = register_local_repo(runtime, root, name)
+    nav = runtime.get(CodeNavService)
+    start = time.perf_counter()
+    nav.index_revision(repo, nav.repos.resolve(INTERNAL, name).commit).close()
+    return nav, time.perf_counter() - start

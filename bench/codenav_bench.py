@@ -32,12 +32,11 @@ from pathlib import Path
 
 import jedi  # type: ignore[import-untyped]  # jedi ships no type information
 
-from benchkit import open_runtime, precision_recall
+from benchkit import index_corpus, open_runtime, precision_recall
 from codewell.codenav.extract import extract
 from codewell.codenav.service import CodeNavService
 from codewell.core.actors import INTERNAL
 from codewell.core.errors import CodewellError
-from codewell.repos.service import register_local_repo
 
 RESULTS = Path(__file__).parent / ".results"
 STDLIB = Path("/usr/lib/python3.11")
@@ -257,11 +256,7 @@ def main() -> None:
         files = make_corpus(root, packages)
         runtime = open_runtime(Path(tmp) / "data")
         try:
-            repo = register_local_repo(runtime, root, REPO)
-            nav = runtime.get(CodeNavService)
-            start = time.perf_counter()
-            nav.index_revision(repo, nav.repos.resolve(INTERNAL, REPO).commit).close()
-            index_seconds = time.perf_counter() - start
+            nav, index_seconds = index_corpus(runtime, root, REPO)
             # Only the corpus on the import path: `import email` must mean the copy, not the real standard library.
             project = jedi.Project(str(root), sys_path=[str(root)], smart_sys_path=False)
             kept = json.loads(cache.read_text()) if cache.is_file() and not args.fresh_truth else None

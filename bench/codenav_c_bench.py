@@ -30,11 +30,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchkit import open_runtime
+from benchkit import index_corpus, open_runtime
 from codewell.codenav.service import CodeNavService
 from codewell.core.actors import INTERNAL
 from codewell.core.errors import CodewellError
-from codewell.repos.service import register_local_repo
 
 RESULTS = Path(__file__).parent / ".results"
 BENCH_DIR = Path(os.environ.get("CODEWELL_BENCH_DIR", "/var/tmp/codewell-bench"))
@@ -184,11 +183,7 @@ def main() -> None:
         defs = single_definitions(root)
         runtime = open_runtime(Path(tmp) / "data")
         try:
-            repo = register_local_repo(runtime, root, REPO)
-            nav = runtime.get(CodeNavService)
-            start = time.perf_counter()
-            nav.index_revision(repo, nav.repos.resolve(INTERNAL, REPO).commit).close()
-            index_seconds = time.perf_counter() - start
+            nav, index_seconds = index_corpus(runtime, root, REPO)
             size = sum((root / f).stat().st_size for f in files)
             results = {
                 "corpus": {
