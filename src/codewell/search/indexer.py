@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
@@ -11,7 +13,7 @@ from pygit2.enums import FileMode
 from codewell.repos.git import walk_blobs
 from codewell.search.index.builder import SourceDoc, build_shard, skip_reason
 
-__all__ = ["branch_commits", "build_from_mirror", "commit_docs"]
+__all__ = ["MirrorSource", "branch_commits", "build_from_mirror", "build_from_mirrors", "commit_docs"]
 
 
 def branch_commits(mirror: Path, default: str | None, extra: tuple[str, ...]) -> dict[str, str]:
@@ -28,8 +30,11 @@ def branch_commits(mirror: Path, default: str | None, extra: tuple[str, ...]) ->
     return found
 
 
-def commit_docs(mirror: Path, commits: dict[str, str]) -> Iterator[SourceDoc]:
-    """Documents of every branch in `commits`; a (path, blob) present in several branches is yielded once."""
+def commit_docs(mirror: Path, commits: dict[str, str], slot: int = 0) -> Iterator[SourceDoc]:
+    """Documents of every branch in `commits`; a (path, blob) present in several branches is yielded once.
+
+    `slot` is the repository's position in the shard being built (several repositories share a compound one).
+    """
     repo = pygit2.Repository(str(mirror))
     seen: dict[tuple[str, pygit2.Oid], set[str]] = {}
     per_branch: list[tuple[str, list[tuple[str, pygit2.Oid]]]] = []
@@ -51,7 +56,7 @@ def commit_docs(mirror: Path, commits: dict[str, str]) -> Iterator[SourceDoc]:
             size = blob.size
             data = blob.data if size <= (1 << 20) else b""
             reason = skip_reason(data, size)
-            yield SourceDoc(path, None if reason else data, size, frozenset(seen[key]), reason)
+            yield SourceDoc(path, None if reason else data, size, frozenset(seen[key]), reason, slot)
 
 
 def build_from_mirror(
@@ -67,3 +72,27 @@ def build_from_mirror(
     return build_shard(
         target, {**meta, "branches": commits}, commit_docs(mirror, commits), workers=workers, progress=progress
     )
+
+
+@dataclass(frozen=True)
+class MirrorSource:
+    """One repository of a batch: its mirror, the branch commits to index and its facts for the shard."""
+
+    mirror: Path
+    commits: dict[str, str]
+    meta: dict[str, object]  # id, name, default_branch, indexed_at
+
+
+def build_from_mirrors(
+    target: Path,
+    sources: list[MirrorSource],
+    *,
+    workers: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+) -> Path:
+    """Build one shard holding the documents of every repository in `sources`, in that order (atomically)."""
+    repos = [{**source.meta, "branches": source.commits} for source in sources]
+    docs = itertools.chain.from_iterable(
+        commit_docs(source.mirror, source.commits, slot) for slot, source in enumerate(sources)
+    )
+    return build_shard(target, {"repos": repos}, docs, workers=workers, progress=progress)

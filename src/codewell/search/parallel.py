@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from codewell.search.index.shard import Shard
+from codewell.search.index.shard import DocSet, Shard
 from codewell.search.query.parser import Query
 from codewell.search.searcher import ShardResult, search_shard
 from codewell.search.selection import DeadlineExceeded, select_docs, selected_bytes
@@ -29,7 +29,7 @@ def split_ranges(shard: Shard, parts: int) -> list[tuple[int, int]]:
 
 
 def search_part(
-    path: str, query: Query, branch: str | None, limit: int | None, deadline: float, lo: int, hi: int
+    path: str, query: Query, branch: str | DocSet | None, limit: int | None, deadline: float, lo: int, hi: int
 ) -> ShardResult:
     """Worker-process entry: search documents [lo, hi) of the shard at `path` (opened once per process)."""
     shard = _open_shards.get(path)
@@ -45,7 +45,14 @@ def search_part(
 
 
 def search_shard_parallel(
-    shard: Shard, query: Query, *, branch: str | None, limit: int | None, deadline: float, pool: Any, parts: int
+    shard: Shard,
+    query: Query,
+    *,
+    branch: str | DocSet | None,
+    limit: int | None,
+    deadline: float,
+    pool: Any,
+    parts: int,
 ) -> ShardResult:
     """Like search_shard, with document ranges verified in `pool` processes; exhaustive searches only.
 
@@ -84,7 +91,7 @@ def search_shard_parallel(
 
 
 def search_many(
-    jobs: list[tuple[Shard, str | None]], query: Query, *, deadline: float, pool: Any, parts: int
+    jobs: list[tuple[Shard, str | DocSet | None]], query: Query, *, deadline: float, pool: Any, parts: int
 ) -> list[ShardResult]:
     """Exhaustive search (no limit) of several shards, fanned out over `pool` plus this process.
 
@@ -108,7 +115,7 @@ def search_many(
             search_shard(s, query, branch=b, limit=None, deadline=deadline, selected=sel)
             for (s, b), sel in zip(jobs, selections, strict=True)
         ]
-    pieces: list[tuple[int, Shard, str | None, tuple[int, int]]] = []
+    pieces: list[tuple[int, Shard, str | DocSet | None, tuple[int, int]]] = []
     for index, (shard, branch) in enumerate(jobs):
         ranges = split_ranges(shard, parts) if int(shard.starts[-1]) >= PARALLEL_MIN_BYTES else [(0, shard.doc_count)]
         pieces.extend((index, shard, branch, r) for r in ranges)
@@ -170,12 +177,12 @@ def _share(weights: list[int], parts: int) -> tuple[list[int], list[list[int]]]:
 
 
 def _part_args(
-    piece: tuple[int, Shard, str | None, tuple[int, int]], query: Query, deadline: float
-) -> tuple[str, Query, str | None, None, float, int, int]:
+    piece: tuple[int, Shard, str | DocSet | None, tuple[int, int]], query: Query, deadline: float
+) -> tuple[str, Query, str | DocSet | None, None, float, int, int]:
     _index, shard, branch, (lo, hi) = piece
     return (str(shard.path), query, branch, None, deadline, lo, hi)
 
 
-def search_parts(parts: list[tuple[str, Query, str | None, int | None, float, int, int]]) -> list[ShardResult]:
+def search_parts(parts: list[tuple[str, Query, str | DocSet | None, int | None, float, int, int]]) -> list[ShardResult]:
     """Worker-process entry: several `search_part` calls in one round trip."""
     return [search_part(*args) for args in parts]

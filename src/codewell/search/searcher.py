@@ -7,13 +7,14 @@ geometrically growing batches that stop at the match limit and check the deadlin
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 from pyroaring import BitMap
 
 from codewell.search.index.bitmaps import bitmap_of
-from codewell.search.index.shard import Shard
+from codewell.search.index.shard import DocSet, Shard
 from codewell.search.query.parser import Pattern, Query
 from codewell.search.query.regex import compile_regex
 from codewell.search.results import FileMatch, LineMatch
@@ -54,7 +55,7 @@ def search_shard(
     shard: Shard,
     query: Query,
     *,
-    branch: str | None,
+    branch: str | DocSet | None,
     limit: int | None,
     deadline: float,
     doc_range: tuple[int, int] | None = None,
@@ -76,7 +77,7 @@ def search_shard(
 def _search(
     shard: Shard,
     query: Query,
-    branch: str | None,
+    branch: str | DocSet | None,
     limit: int | None,
     deadline: float,
     doc_range: tuple[int, int] | None,
@@ -274,8 +275,13 @@ def _batch_end(cumulative: np.ndarray, i: int, batch_bytes: int) -> int:
     return max(j, i + 1)
 
 
-def file_matches(shard: Shard, found: ShardResult, query: Query, *, repo: str, commit: str) -> list[FileMatch]:
-    """The hits of one shard search as FileMatch results: line texts and ranges come from verification."""
+def file_matches(
+    shard: Shard, found: ShardResult, query: Query, *, origin: Callable[[int], tuple[str, str]]
+) -> list[FileMatch]:
+    """The hits of one shard search as FileMatch results: line texts and ranges come from verification.
+
+    `origin(doc)` names the repository and commit a document was found in (a compound shard holds many).
+    """
     patterns = [compile_regex(p.value, case_sensitive=query.case_sensitive) for p in query.patterns()]
     content = shard.content
     out: list[FileMatch] = []
@@ -288,5 +294,6 @@ def file_matches(shard: Shard, found: ShardResult, query: Query, *, repo: str, c
         ]
         path_bytes = path.encode("utf-8", "surrogateescape")
         path_match = any(rx.search(path_bytes) for rx in patterns)
+        repo, commit = origin(hit.doc)
         out.append(FileMatch(repo, path, commit, shard.languages[hit.doc], lines, path_match))
     return out

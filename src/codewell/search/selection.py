@@ -15,7 +15,7 @@ import numpy as np
 from pyroaring import BitMap
 
 from codewell.search.index.bitmaps import bitmap_of
-from codewell.search.index.shard import Shard
+from codewell.search.index.shard import DocSet, Shard
 from codewell.search.query.parser import And, Node, Not, Pattern, Query
 from codewell.search.query.regex import compile_regex, prefilter_literal, required_literals
 
@@ -114,9 +114,12 @@ class Candidates:
         return union
 
 
-def filter_docs(shard: Shard, query: Query, branch: str | None) -> BitMap:
-    """Documents that pass the branch, language and file filters."""
-    docs = shard.branch_docs(branch) if branch is not None else shard.all_docs
+def filter_docs(shard: Shard, query: Query, branch: str | DocSet | None) -> BitMap:
+    """Documents that pass the branch (or the given documents), language and file filters."""
+    if isinstance(branch, DocSet):
+        docs = branch.docs.copy()
+    else:
+        docs = shard.branch_docs(branch) if branch is not None else shard.all_docs
     if query.languages:
         docs &= shard.docs_with_language(set(query.languages))
     if query.exclude_languages:
@@ -142,9 +145,10 @@ class _Filtered:
     scope: BitMap | None
 
 
-def _filtered(shard: Shard, query: Query, branch: str | None) -> _Filtered:
+def _filtered(shard: Shard, query: Query, branch: str | DocSet | None) -> _Filtered:
     """The filters' documents, memoized per shard: agents search one directory or language again and again."""
-    key = (branch, query.files, query.exclude_files, query.languages, query.exclude_languages, query.case_sensitive)
+    base = ("docs", branch.key) if isinstance(branch, DocSet) else branch
+    key = (base, query.files, query.exclude_files, query.languages, query.exclude_languages, query.case_sensitive)
     found: _Filtered | None = shard.filter_cache.get(key)
     if found is None:
         # Shared by later queries: callers combine these bitmaps with `&`, never modify them in place.
@@ -215,7 +219,7 @@ class Selection:
 def select_docs(
     shard: Shard,
     query: Query,
-    branch: str | None,
+    branch: str | DocSet | None,
     doc_range: tuple[int, int] | None = None,
     deadline: float | None = None,
 ) -> Selection:

@@ -1,28 +1,42 @@
-"""SearchService: indexed search over the repositories an actor may read, and index maintenance."""
+"""SearchService: indexed search over the repositories an actor may read, and index maintenance.
+
+Shards are compound (docs/design.md): one holds the documents of one or many repositories, and the manifest
+(`index/manifest.py`) says which shard each repository lives in. A query touches shards, not repositories:
+per shard, the documents of the readable, live repositories at their selected branch form the base of every
+filter, computed with a few numpy operations over all repositories at once.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import shutil
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, replace
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from multiprocessing import get_context
 from pathlib import Path
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Any, Self
+
+import numpy as np
+from pyroaring import BitMap
 
 from codewell.authz import Action, ensure
 from codewell.core.actors import INTERNAL, Actor
 from codewell.core.errors import InvalidInput, NotFound
 from codewell.repos.service import Repo, RepoService
+from codewell.search.index.bitmaps import bitmap_of
+from codewell.search.index.builder import SourceDoc, build_shard
 from codewell.search.index.languages import LANGUAGES, language_of, normalize_language
-from codewell.search.index.shard import Shard, ShardFormatError
-from codewell.search.indexer import branch_commits, build_from_mirror
+from codewell.search.index.manifest import Manifest, Stamp, new_shard_name
+from codewell.search.index.shard import DocSet, Shard, ShardFormatError, ShardRepo
+from codewell.search.indexer import MirrorSource, branch_commits, build_from_mirror, build_from_mirrors
 from codewell.search.parallel import search_many, search_shard_parallel
 from codewell.search.query.parser import And, Pattern, Query, parse_query
 from codewell.search.query.regex import compile_regex
@@ -64,6 +78,22 @@ _UNINDEXED_CACHE = 4
 # huge corpus ranks its definitions with the regex forms instead of paying a query per page of paths.
 MAX_SYMBOL_RANKED_FILES = 5_000
 _CPUS = os.cpu_count() or 1
+# Merging (as Zoekt's compound shards): shards whose live content is below MERGE_SMALL_BYTES are merged into
+# compound shards of about COMPOUND_TARGET_BYTES; a shard with at least MERGE_DEAD_FRACTION of its documents
+# dead (their repository re-indexed elsewhere) is rewritten too. Tests make them tiny. A batch of
+# INDEX_BATCH_REPOS small repositories (~20 Linux files each) is 60-70 MB: below the threshold, so merged.
+COMPOUND_TARGET_BYTES = 1 << 30
+MERGE_SMALL_BYTES = 128 << 20
+MERGE_DEAD_FRACTION = 0.5
+# `reconcile` indexes missing repositories this many per shard (bulk registration of small repositories).
+INDEX_BATCH_REPOS = 256
+# Readable repositories without an index are named one by one up to this many; more are counted.
+_SKIPPED_DETAIL = 20
+_SKIPPED_TTL_SECONDS = 10.0
+# Per view: readable-set masks and per-shard document sets kept for repeated queries of the same actors.
+_MASK_CACHE = 32
+_DOCSET_CACHE = 256
+_REPO_CACHE = 4096
 
 
 @dataclass(frozen=True)
@@ -105,22 +135,157 @@ class RevisionFiles:
 IndexListener = Callable[[Repo, dict[str, str]], None]
 
 
+@dataclass(frozen=True)
+class _Target:
+    """One shard to search with the documents a query may see; hits name their repository through `origin`."""
+
+    shard: Shard
+    docs: DocSet | None  # None: every document (an ad-hoc shard of one unindexed commit)
+    branch: str | None = None  # `repo:name@rev`: that branch of the one repository in `docs`
+    slots: np.ndarray | None = None  # the repositories (slots) searched; None: the shard's only one
+    first: str = ""  # the first searched repository's name: targets are searched in name order
+
+    def origin(self, doc: int) -> tuple[str, str]:
+        repo = self.shard.repos[int(self.shard.doc_slot[doc])]
+        branch = self.branch or repo.search_branch
+        assert branch is not None  # repositories without a branch are never searched
+        return repo.name, repo.branches[branch]
+
+    def repo_slots(self) -> list[int]:
+        return [0] if self.slots is None else [int(s) for s in self.slots]
+
+
+@dataclass
+class _View:
+    """What the manifest said when last read: the live repositories and their opened shards.
+
+    Rebuilt when the manifest's stat identity changes; immutable otherwise except for its bounded caches.
+    Slot arrays are concatenated over the shards (shard k's slots start at `offsets[k]`) so that the readable
+    repositories and `repo:` filters are applied to every repository with one numpy operation.
+    """
+
+    stamp: Stamp | None
+    repos: dict[int, tuple[Shard, ShardRepo]]
+    shards: list[Shard]
+    offsets: list[int]
+    slot_ids: np.ndarray  # repository id per slot (-1 for an unknown id)
+    live: np.ndarray  # the manifest names this shard for the slot's repository
+    searchable: np.ndarray  # live, with a branch to search
+    names: list[str]
+    live_ids: frozenset[int]
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    masks: OrderedDict[Any, np.ndarray] = field(default_factory=OrderedDict)
+    docsets: OrderedDict[tuple[str, bytes], DocSet] = field(default_factory=OrderedDict)
+
+    @classmethod
+    def build(cls, stamp: Stamp | None, manifest: dict[int, str], shards: list[Shard]) -> _View:
+        repos: dict[int, tuple[Shard, ShardRepo]] = {}
+        ids: list[int] = []
+        live: list[bool] = []
+        searchable: list[bool] = []
+        names: list[str] = []
+        offsets: list[int] = []
+        for shard in shards:
+            offsets.append(len(ids))
+            for repo in shard.repos:
+                alive = repo.id is not None and manifest.get(repo.id) == shard.path.name
+                if alive and repo.id is not None:
+                    repos[repo.id] = (shard, repo)
+                ids.append(-1 if repo.id is None else repo.id)
+                live.append(alive)
+                searchable.append(alive and repo.search_branch is not None)
+                names.append(repo.name)
+        offsets.append(len(ids))
+        return cls(
+            stamp,
+            repos,
+            shards,
+            offsets,
+            np.asarray(ids, dtype=np.int64),
+            np.asarray(live, dtype=bool),
+            np.asarray(searchable, dtype=bool),
+            names,
+            frozenset(repos),
+        )
+
+    def _cached(self, key: Any, make: Callable[[], np.ndarray]) -> np.ndarray:
+        with self.lock:
+            found = self.masks.get(key)
+            if found is not None:
+                self.masks.move_to_end(key)
+                return found
+        found = make()
+        with self.lock:
+            self.masks[key] = found
+            while len(self.masks) > _MASK_CACHE:
+                self.masks.popitem(last=False)
+        return found
+
+    def readable(self, ids: frozenset[int]) -> np.ndarray:
+        """Slots of searchable repositories among `ids` (a copy the caller may narrow)."""
+
+        def make() -> np.ndarray:
+            wanted = np.fromiter(ids, dtype=np.int64, count=len(ids))
+            mask: np.ndarray = self.searchable & np.isin(self.slot_ids, wanted)
+            return mask
+
+        return self._cached(("ids", ids), make).copy()
+
+    def named(self, pattern: str) -> np.ndarray:
+        """Slots whose repository name matches the `repo:` regex `pattern` (case-insensitive)."""
+
+        def make() -> np.ndarray:
+            rx = compile_regex(pattern, case_sensitive=False)
+            return np.fromiter((rx.search(n.encode("utf-8")) is not None for n in self.names), bool, len(self.names))
+
+        return self._cached(("name", pattern), make)
+
+    def docset(self, k: int, selected: np.ndarray) -> DocSet:
+        """The default-branch documents of shard k's `selected` slots (a bool mask over its slots)."""
+        shard = self.shards[k]
+        if selected.all():
+            return DocSet(("all",), shard.default_docs)
+        key = np.packbits(selected).tobytes()
+        with self.lock:
+            found = self.docsets.get((shard.path.name, key))
+            if found is not None:
+                self.docsets.move_to_end((shard.path.name, key))
+                return found
+        slots = np.flatnonzero(selected)
+        if len(slots) <= 64:
+            docs = BitMap()
+            for slot in slots.tolist():
+                repo = shard.repos[slot]
+                docs.add_range(repo.lo, repo.hi)
+        else:
+            docs = bitmap_of(np.flatnonzero(selected[shard.doc_slot]))
+        found = DocSet(("slots", key), docs & shard.default_docs)
+        with self.lock:
+            self.docsets[(shard.path.name, key)] = found
+            while len(self.docsets) > _DOCSET_CACHE:
+                self.docsets.popitem(last=False)
+        return found
+
+
 class SearchService:
-    """Search (filtered to readable repositories before anything runs) and shard lifecycle per repository."""
+    """Search (filtered to readable repositories before anything runs) and the lifecycle of compound shards."""
 
     def __init__(self, runtime: Runtime, root: Path) -> None:
         self.runtime = runtime
         self.root = root
-        self._shards: dict[int, Shard] = {}
+        self.manifest = Manifest(root)
         self._lock = threading.RLock()
         self._repo_locks: dict[int, threading.Lock] = {}
         self._state: dict[int, tuple[str, str | None]] = {}
+        self._state_version = 0
         self._unindexed: OrderedDict[tuple[int, str], Shard] = OrderedDict()
         self._workers: ProcessPoolExecutor | None = None
-        self._stale_format: set[int] = set()
-        # Per repository: the pointer file's identity when `_shards` was last brought up to date with it.
-        self._stamps: dict[int, tuple[int, int, int]] = {}
-        self._unreadable: set[int] = set()
+        # Shards opened by this process, by directory name (kept while the manifest names them).
+        self._loaded: dict[str, Shard] = {}
+        self._current: _View | None = None
+        self._unreadable: set[str] = set()
+        self._skipped_cache: tuple[Any, float, list[Repo]] | None = None
+        self._repo_cache: OrderedDict[str, Repo] = OrderedDict()
         # Called after a new generation is swapped in, with the repository and its indexed branch commits
         # (branch → commit): capabilities built on search (codenav symbols, nls chunks) index the same revisions.
         self._index_listeners: list[IndexListener] = []
@@ -164,29 +329,27 @@ class SearchService:
             limit = count
         deadline = started + (timeout if timeout is not None else q.timeout)
         targets, skipped = self._targets(actor, q)
-        searched = list(targets)
         symbol_files: list[FileMatch] = []
         if q.type == "symbol":
             # Definitions whose name matches come first; then the same terms as text, in the usual order.
-            symbol_files = self._symbol_matches(targets, q, limit or MAX_COUNT)
+            symbol_files = self._symbol_matches(actor, targets, q, limit or MAX_COUNT)
             q = replace(q, type="file")
         results = SearchResults([], 0, False, False, skipped, count_given=q.count_all or q.count is not None)
         if limit is None:
             # count:all: every shard is searched anyway, so fan out over processes.
             found_all = search_many(
-                [(shard, branch) for _, shard, branch, _ in targets],
-                q,
-                deadline=deadline,
-                pool=self._pool(),
-                parts=_CPUS,
+                [(t.shard, t.docs) for t in targets], q, deadline=deadline, pool=self._pool(), parts=_CPUS
             )
-            for (repo, shard, _branch, commit), found in zip(targets, found_all, strict=True):
-                results.files.extend(file_matches(shard, found, q, repo=repo.name, commit=commit))
+            for target, found in zip(targets, found_all, strict=True):
+                results.files.extend(file_matches(target.shard, found, q, origin=target.origin))
                 results.match_count += found.match_count
                 results.timed_out |= found.timed_out
             targets = []
         page_started = time.monotonic()
         self._collect(targets, q, limit, deadline, results)
+        # Repository name order, as when every repository had its own shard (a compound shard's repositories
+        # are in name order, but shards interleave): ranking is stable, so ties keep this order.
+        results.files.sort(key=lambda f: f.repo)
         if limit is not None and results.limit_hit and not results.count_given:
             # The default page stopped early: better matches (a phrase, whole words) may lie beyond it. Looking
             # for them only refines the ranking, so it gets a budget in proportion to the page itself: on the
@@ -209,7 +372,7 @@ class SearchService:
             results.files,
             [p.text for p in q.patterns() if not p.regex],
             case_sensitive=q.case_sensitive,
-            definitions=self._definition_spans(searched, results.files),
+            definitions=self._definition_spans(results.files),
         )
         if symbol_files:
             defined = {(f.repo, f.path) for f in symbol_files}
@@ -222,26 +385,35 @@ class SearchService:
         """Use `source`'s symbol tables for type:symbol and ranking (codenav registers itself in its setup)."""
         self._symbols = source
 
-    def _symbol_matches(
-        self, targets: list[tuple[Repo, Shard, str | None, str]], q: Query, limit: int
-    ) -> list[FileMatch]:
-        """Files holding definitions whose name matches `q`, best first (nothing without a symbol source)."""
+    def _symbol_matches(self, actor: Actor, targets: list[_Target], q: Query, limit: int) -> list[FileMatch]:
+        """Files holding definitions whose name matches `q`, best first (nothing without a symbol source).
+
+        The symbol tables are per repository and revision, so this asks every searched repository.
+        """
         source = self._symbols
         if source is None:
             return []
         match = name_matcher(q)
         include = _path_filter(q)
-        found: list[tuple[Repo, str, SymbolMatch]] = []
-        for repo, _shard, _branch, commit in targets:
-            got = source.symbols(repo, commit, match, include, limit)
-            found.extend((repo, commit, s) for s in got or ())
+        by_id = {repo.id: repo for repo in self.repos.readable(actor)}
+        found: list[tuple[str, str, SymbolMatch]] = []
+        for target in targets:
+            for slot in target.repo_slots():
+                entry = target.shard.repos[slot]
+                repo = by_id.get(entry.id) if entry.id is not None else None
+                branch = target.branch or entry.search_branch
+                if repo is None or branch is None:
+                    continue
+                commit = entry.branches[branch]
+                got = source.symbols(repo, commit, match, include, limit)
+                found.extend((repo.name, commit, s) for s in got or ())
         order = symbol_order([p.text for p in q.patterns() if not p.regex], case_sensitive=q.case_sensitive)
         found.sort(key=lambda t: order(t[2]))
         files: dict[tuple[str, str], FileMatch] = {}
-        for repo, commit, s in found[:limit]:
-            f = files.get((repo.name, s.path))
+        for name, commit, s in found[:limit]:
+            f = files.get((name, s.path))
             if f is None:
-                f = files[(repo.name, s.path)] = FileMatch(repo.name, s.path, commit, language_of(s.path))
+                f = files[(name, s.path)] = FileMatch(name, s.path, commit, language_of(s.path))
             if s.line not in f.labels:
                 f.labels[s.line] = s.label
                 f.line_matches.append(LineMatch(s.line, s.text, [(s.start, s.end)]))
@@ -249,90 +421,142 @@ class SearchService:
             f.line_matches.sort(key=lambda m: m.line_number)
         return list(files.values())
 
-    def _definition_spans(
-        self, targets: list[tuple[Repo, Shard, str | None, str]], files: list[FileMatch]
-    ) -> dict[tuple[str, str], list[tuple[int, int, int]]]:
+    def _definition_spans(self, files: list[FileMatch]) -> dict[tuple[str, str], list[tuple[int, int, int]]]:
         """(repository, path) → defined names' spans, for the matched files whose revision has a symbol table."""
         source = self._symbols
         if source is None or not files or len(files) > MAX_SYMBOL_RANKED_FILES:
             return {}
-        repos = {repo.name: repo for repo, _shard, _branch, _commit in targets}
         paths: dict[tuple[str, str], list[str]] = {}
         for f in files:
             if f.line_matches:
                 paths.setdefault((f.repo, f.commit), []).append(f.path)
         out: dict[tuple[str, str], list[tuple[int, int, int]]] = {}
         for (name, commit), wanted in paths.items():
-            repo = repos.get(name)
+            repo = self._repo_named(name)
             spans = None if repo is None else source.definitions(repo, commit, wanted)
             for path, found in (spans or {}).items():
                 out[(name, path)] = found
         return out
 
+    def _repo_named(self, name: str) -> Repo | None:
+        """The repository of a result (already filtered to readable ones), cached: the symbol source needs it."""
+        with self._lock:
+            repo = self._repo_cache.get(name)
+            if repo is not None:
+                self._repo_cache.move_to_end(name)
+                return repo
+        try:
+            repo = self.repos.get(INTERNAL, name)
+        except NotFound:
+            return None
+        with self._lock:
+            self._repo_cache[name] = repo
+            while len(self._repo_cache) > _REPO_CACHE:
+                self._repo_cache.popitem(last=False)
+        return repo
+
     def _collect(
-        self,
-        targets: list[tuple[Repo, Shard, str | None, str]],
-        q: Query,
-        limit: int | None,
-        deadline: float,
-        results: SearchResults,
+        self, targets: list[_Target], q: Query, limit: int | None, deadline: float, results: SearchResults
     ) -> None:
         """Search `targets` one after another into `results` until `limit` matching lines or the deadline."""
-        for repo, shard, branch, commit in targets:
+        for target in targets:
             remaining = None if limit is None else limit - results.match_count
             if remaining is not None and remaining <= 0:
                 results.limit_hit = True
                 break
             found = search_shard_parallel(
-                shard, q, branch=branch, limit=remaining, deadline=deadline, pool=self._pool(), parts=_CPUS
+                target.shard,
+                q,
+                branch=target.docs,
+                limit=remaining,
+                deadline=deadline,
+                pool=self._pool(),
+                parts=_CPUS,
             )
-            results.files.extend(file_matches(shard, found, q, repo=repo.name, commit=commit))
+            results.files.extend(file_matches(target.shard, found, q, origin=target.origin))
             results.match_count += found.match_count
             results.limit_hit |= found.limit_hit
             if found.timed_out:
                 results.timed_out = True
                 break
 
-    def _targets(self, actor: Actor, q: Query) -> tuple[list[tuple[Repo, Shard, str | None, str]], list[str]]:
-        """(repo, shard, branch, commit) to search, and messages about readable repos that were skipped."""
-        repos = self.repos.readable(actor)
-        include = [(compile_regex(f.pattern, case_sensitive=False), f.revisions) for f in q.repos]
+    def _targets(self, actor: Actor, q: Query) -> tuple[list[_Target], list[str]]:
+        """The shards to search with their documents, and messages about readable repos that were skipped.
+
+        Everything per repository is a numpy mask over all of the view's repositories (readable, live, the
+        `repo:` filters); Python loops run per shard, and per repository only for `repo:name@rev` targets.
+        """
+        view = self._view()
+        ids = self.repos.readable_ids(actor)
+        selected = view.readable(ids)
+        for pattern in q.exclude_repos:
+            selected &= ~view.named(pattern)
+        revised = np.zeros(len(selected), dtype=bool)
+        for include in q.repos:
+            selected &= view.named(include.pattern)
+        # `repo:name@rev`: the revisions of the first include that names any (per repository, as before).
+        revisions_of: list[tuple[np.ndarray, tuple[str, ...]]] = []
+        for include in q.repos:
+            if include.revisions:
+                mask = selected & view.named(include.pattern) & ~revised
+                revisions_of.append((mask, include.revisions))
+                revised |= mask
+        selected &= ~revised
+        targets: list[_Target] = []
+        for k, shard in enumerate(view.shards):
+            lo, hi = view.offsets[k], view.offsets[k + 1]
+            mine = selected[lo:hi]
+            if mine.any():
+                slots = np.flatnonzero(mine)
+                first = shard.repos[int(slots[0])].name
+                targets.append(_Target(shard, view.docset(k, mine), slots=slots, first=first))
+        for mask, revisions in revisions_of:
+            for index in np.flatnonzero(mask).tolist():
+                shard, entry = view.repos[int(view.slot_ids[index])]
+                for rev in revisions:
+                    targets.append(self._revision_target(actor, shard, entry, rev))
+        targets.sort(key=lambda t: t.first)
+        return targets, self._skipped(actor, q, ids - view.live_ids)
+
+    def _revision_target(self, actor: Actor, shard: Shard, entry: ShardRepo, rev: str) -> _Target:
+        slots = np.asarray([entry.slot])
+        if rev in entry.branches:
+            return _Target(shard, DocSet(("branch", entry.slot, rev), entry.branch_docs(rev)), rev, slots, entry.name)
+        resolved = self.repos.resolve(actor, entry.name, rev)
+        commit = resolved.commit
+        for branch, sha in entry.branches.items():
+            if sha == commit:
+                docs = DocSet(("branch", entry.slot, branch), entry.branch_docs(branch))
+                return _Target(shard, docs, branch, slots, entry.name)
+        return _Target(self._unindexed_shard(resolved.repo, commit), None, None, None, entry.name)
+
+    def _skipped(self, actor: Actor, q: Query, unindexed: frozenset[int]) -> list[str]:
+        """Why readable repositories without an index were not searched: each named when few, else a count.
+
+        Naming them needs their records (sync state, errors); those are read once per distinct set of
+        unindexed repositories and kept a few seconds, so a site with a few repositories still cloning does
+        not read every repository's record on every query.
+        """
+        if not unindexed:
+            return []
+        if len(unindexed) > _SKIPPED_DETAIL:
+            return [f"{len(unindexed)} repositories: not indexed yet (cloning or being indexed), not searchable"]
+        key = (unindexed, self._state_version)
+        cached = self._skipped_cache
+        if cached is not None and cached[0] == key and time.monotonic() - cached[1] < _SKIPPED_TTL_SECONDS:
+            repos = cached[2]
+        else:
+            repos = [repo for repo in self.repos.readable(actor) if repo.id in unindexed]
+            self._skipped_cache = (key, time.monotonic(), repos)
+        include = [compile_regex(f.pattern, case_sensitive=False) for f in q.repos]
         exclude = [compile_regex(p, case_sensitive=False) for p in q.exclude_repos]
-        targets: list[tuple[Repo, Shard, str | None, str]] = []
-        skipped: list[str] = []
+        out = []
         for repo in sorted(repos, key=lambda r: r.name):
             name = repo.name.encode("utf-8")
-            if any(rx.search(name) for rx in exclude):
+            if any(rx.search(name) for rx in exclude) or not all(rx.search(name) for rx in include):
                 continue
-            revisions: tuple[str, ...] = ()
-            if include:
-                matched = [revs for rx, revs in include if rx.search(name)]
-                if len(matched) != len(include):
-                    continue
-                revisions = next((r for r in matched if r), ())
-            shard = self.shard(repo)
-            if shard is None:
-                skipped.append(self._why_not_searchable(repo))
-                continue
-            if not revisions:
-                default = shard.meta.get("default_branch")
-                branch = default if isinstance(default, str) else next(iter(shard.branches), None)
-                if branch is None:
-                    continue
-                targets.append((repo, shard, branch, shard.branches[branch]))
-                continue
-            for rev in revisions:
-                targets.append(self._revision_target(actor, repo, shard, rev))
-        return targets, skipped
-
-    def _revision_target(self, actor: Actor, repo: Repo, shard: Shard, rev: str) -> tuple[Repo, Shard, str | None, str]:
-        if rev in shard.branches:
-            return repo, shard, rev, shard.branches[rev]
-        commit = self.repos.resolve(actor, repo.name, rev).commit
-        for branch, sha in shard.branches.items():
-            if sha == commit:
-                return repo, shard, branch, sha
-        return repo, self._unindexed_shard(repo, commit), None, commit
+            out.append(self._why_not_searchable(repo))
+        return out
 
     def _unindexed_shard(self, repo: Repo, commit: str) -> Shard:
         """An ad-hoc shard of one commit that is not indexed (built once, kept in a small LRU)."""
@@ -343,7 +567,12 @@ class SearchService:
                 self._unindexed.move_to_end(key)
                 return cached
         target = self.root / "adhoc" / f"{repo.id}-{commit}"
-        build_from_mirror(target, repo.mirror_path, {commit: commit}, {"repo": repo.name, "default_branch": commit})
+        build_from_mirror(
+            target,
+            repo.mirror_path,
+            {commit: commit},
+            {"repo_id": repo.id, "repo": repo.name, "default_branch": commit},
+        )
         shard = Shard.open(target)
         with self._lock:
             self._unindexed[key] = shard
@@ -364,64 +593,78 @@ class SearchService:
             return f"{repo.name}: indexing failed ({error})"
         return f"{repo.name}: not indexed yet"
 
+    # --- where repositories live ------------------------------------------------------------------
+
+    def _view(self) -> _View:
+        """The current view of the manifest: one `stat` when nothing changed.
+
+        Whoever wrote it (this server, `codewell index` or a merge in another process), the manifest is
+        replaced atomically on every change, so its stat identity tells whether the view is current. Shards
+        a new manifest names are opened (those already open are kept); searches already running keep the
+        view and shards they hold, whose mappings stay valid after the files are deleted.
+        """
+        stamp = self.manifest.stamp()
+        current = self._current
+        if current is not None and current.stamp == stamp:
+            return current
+        with self._lock:
+            current = self._current
+            if current is not None and current.stamp == stamp:
+                return current
+            for _attempt in range(3):
+                stamp = self.manifest.stamp()
+                manifest = self.manifest.read()
+                try:
+                    shards = self._open_shards(set(manifest.values()))
+                except FileNotFoundError:
+                    continue  # a writer replaced the manifest and removed a shard we read from it: read again
+                break
+            else:
+                shards = self._open_shards(set(manifest.values()), missing_ok=True)
+            self._loaded = {shard.path.name: shard for shard in shards}
+            order = sorted(shards, key=lambda s: min((r.name for r in s.repos), default=""))
+            self._current = _View.build(stamp, manifest, order)
+            return self._current
+
+    def _open_shards(self, names: set[str], *, missing_ok: bool = False) -> list[Shard]:
+        shards = []
+        for name in sorted(names):
+            loaded = self._loaded.get(name)
+            if loaded is not None:
+                shards.append(loaded)
+                continue
+            if name in self._unreadable:
+                continue
+            try:
+                shards.append(Shard.open(self.manifest.shards / name))
+            except ShardFormatError as exc:
+                # Written by an earlier version: its repositories count as not indexed until re-indexed.
+                self._unreadable.add(name)
+                log.warning("shard needs re-indexing: %s", exc)
+            except FileNotFoundError:
+                if not missing_ok:
+                    raise
+            except (OSError, ValueError, KeyError):
+                self._unreadable.add(name)
+                log.exception("cannot open shard %s", name)
+        return shards
+
+    def _forget_loaded(self) -> None:
+        """Drop every opened shard and the view (as after a restart)."""
+        with self._lock:
+            self._loaded.clear()
+            self._unreadable.clear()
+            self._current = None
+
+    def _entry(self, repo: Repo) -> tuple[Shard, ShardRepo] | None:
+        return self._view().repos.get(repo.id)
+
     # --- index lifecycle --------------------------------------------------------------------------
 
     def shard(self, repo: Repo) -> Shard | None:
-        """The current shard of `repo`, or None when it has none.
-
-        Whoever wrote it (this server, `codewell index` in another process): the pointer file is replaced
-        atomically on every new generation, so one `stat` per call tells whether the loaded shard is still
-        current. A new generation is opened and swapped in; searches already running keep the shard object
-        they hold, and its mappings close when the last of them lets go of it (the files stay readable
-        after the writer deletes them).
-        """
-        pointer = self._pointer(repo.id)
-        for _attempt in range(3):
-            try:
-                stamp = _stamp(pointer)
-            except FileNotFoundError:
-                with self._lock:  # dropped or never indexed
-                    self._shards.pop(repo.id, None)
-                    self._stamps.pop(repo.id, None)
-                return None
-            with self._lock:
-                loaded = self._shards.get(repo.id)
-                if self._stamps.get(repo.id) == stamp and (loaded is not None or repo.id in self._unreadable):
-                    return loaded
-                try:
-                    shard = self._open_generation(repo, pointer)
-                except FileNotFoundError:
-                    # The writer replaced the pointer and removed the generation we read from it: read again.
-                    continue
-                self._stamps[repo.id] = stamp
-                if shard is None:
-                    self._shards.pop(repo.id, None)
-                    self._unreadable.add(repo.id)  # until the pointer changes: not re-read on every search
-                else:
-                    self._shards[repo.id] = shard
-                    self._unreadable.discard(repo.id)
-                return shard
-        return None
-
-    def _open_generation(self, repo: Repo, pointer: Path) -> Shard | None:
-        """Open the generation the pointer names (the loaded one if it is that); None when unreadable."""
-        name = pointer.read_text().strip()
-        loaded = self._shards.get(repo.id)
-        if loaded is not None and loaded.path.name == name:
-            return loaded
-        try:
-            return Shard.open(self.root / "shards" / name)
-        except ShardFormatError as exc:
-            # Written by an earlier version: the repository counts as not indexed until re-indexed.
-            if repo.id not in self._stale_format:
-                self._stale_format.add(repo.id)
-                log.warning("shard needs re-indexing: %s", exc, extra={"repo": repo.name})
-            return None
-        except FileNotFoundError:
-            raise
-        except (OSError, ValueError):
-            log.exception("cannot open shard", extra={"repo": repo.name})
-            return None
+        """The shard `repo`'s documents live in (shared with other repositories when compound), or None."""
+        entry = self._entry(repo)
+        return None if entry is None else entry[0]
 
     def revision_files(self, repo: Repo, commit: str) -> RevisionFiles | None:
         """The files of `commit` from `repo`'s current shard; None when that shard does not hold `commit`.
@@ -429,76 +672,193 @@ class SearchService:
         For the index listeners (codenav's symbols, nls's chunks), which run right after the shard is built:
         the caller decides, no access check here (they index for everyone, and answer per caller later).
         """
-        shard = self.shard(repo)
-        if shard is None:
+        entry = self._entry(repo)
+        if entry is None:
             return None
-        branch = next((name for name, sha in shard.branches.items() if sha == commit), None)
+        shard, found = entry
+        branch = next((name for name, sha in found.branches.items() if sha == commit), None)
         if branch is None:
             return None
-        return RevisionFiles(shard, list(shard.branch_docs(branch)))
-
-    def _pointer(self, repo_id: int) -> Path:
-        return self.root / "shards" / f"{repo_id}.current"
+        return RevisionFiles(shard, list(found.branch_docs(branch)))
 
     def needs_index(self, repo: Repo) -> bool:
         """True when the indexed branch commits differ from the mirror's (or nothing is indexed)."""
         if not repo.default_branch or not repo.mirror_path.exists():
             return False
         wanted = branch_commits(repo.mirror_path, repo.default_branch, repo.extra_branches)
-        shard = self.shard(repo)
-        return shard is None or shard.branches != wanted
+        entry = self._entry(repo)
+        return entry is None or entry[1].branches != wanted
 
     def index(
         self, repo: Repo, *, workers: int = 1, force: bool = False, progress: Callable[[int, int], None] | None = None
     ) -> IndexStatus:
         """Index `repo`'s default and extra branches unless already current; swap the new shard in atomically.
 
-        Searches already running keep the shard object they hold (its files stay mapped after deletion).
+        The repository gets a small shard of its own (merge_shards later combines small shards). Searches
+        already running keep the shard object they hold (its files stay mapped after deletion).
         """
+        if not repo.default_branch:
+            raise NotFound(f"repository {repo.name!r} has no commits yet", hint="wait for its first sync")
+        return self._index_batch([repo], workers=workers, force=force, progress=progress, strict=True)[0]
+
+    def index_many(self, repos: Sequence[Repo], *, workers: int = 1, force: bool = False) -> list[IndexStatus]:
+        """Index several repositories into ONE new shard (bulk registration of many small repositories).
+
+        Repositories already current (unless `force`) or without commits are left as they are; one whose
+        mirror cannot be read is marked failed and left out. Listeners are called per repository after
+        the swap, as for `index`. Returns each repository's status, in the given order.
+        """
+        return self._index_batch(list(repos), workers=workers, force=force, progress=None, strict=False)
+
+    def _index_batch(
+        self,
+        repos: list[Repo],
+        *,
+        workers: int,
+        force: bool,
+        progress: Callable[[int, int], None] | None,
+        strict: bool,
+    ) -> list[IndexStatus]:
+        unique = sorted({repo.id: repo for repo in repos}.values(), key=lambda r: r.id)
         with self._lock:
-            repo_lock = self._repo_locks.setdefault(repo.id, threading.Lock())
-        with repo_lock:
-            if not repo.default_branch:
-                raise NotFound(f"repository {repo.name!r} has no commits yet", hint="wait for its first sync")
-            commits = branch_commits(repo.mirror_path, repo.default_branch, repo.extra_branches)
-            current = self.shard(repo)
-            if current is not None and current.branches == commits and not force:
-                return self._status_of(repo)
-            self._state[repo.id] = ("indexing", None)
-            name = f"{repo.id}-{time.time_ns()}"
+            locks = [self._repo_locks.setdefault(repo.id, threading.Lock()) for repo in unique]
+        with _all_held(locks):  # in id order: two batches sharing repositories never deadlock
+            todo: list[tuple[Repo, dict[str, str]]] = []
+            for repo in unique:
+                if not repo.default_branch:
+                    continue
+                try:
+                    commits = branch_commits(repo.mirror_path, repo.default_branch, repo.extra_branches)
+                except Exception as exc:
+                    if strict:
+                        raise
+                    self._set_state(repo.id, "failed", str(exc))
+                    log.exception("cannot read the mirror", extra={"repo": repo.name})
+                    continue
+                entry = self._entry(repo)
+                if entry is None or entry[1].branches != commits or force:
+                    todo.append((repo, commits))
+            if todo:
+                self._build_and_swap(todo, workers, progress)
+        for repo, commits in todo:
+            self._notify_indexed(repo, commits)
+        return [self._status_of(repo) for repo in repos]
+
+    def _build_and_swap(
+        self, todo: list[tuple[Repo, dict[str, str]]], workers: int, progress: Callable[[int, int], None] | None
+    ) -> None:
+        """Build one shard of `todo`'s repositories (in name order) and make the manifest name it for them."""
+        todo = sorted(todo, key=lambda t: t[0].name)
+        for repo, _commits in todo:
+            self._set_state(repo.id, "indexing", None)
+        name = new_shard_name()
+        now = datetime.now(UTC).isoformat()
+        sources = [
+            MirrorSource(
+                repo.mirror_path,
+                commits,
+                {"id": repo.id, "name": repo.name, "default_branch": repo.default_branch, "indexed_at": now},
+            )
+            for repo, commits in todo
+        ]
+        try:
+            build_from_mirrors(self.manifest.building_dir(name), sources, workers=workers, progress=progress)
+
+            def swap(manifest: dict[int, str]) -> None:
+                self.manifest.install(name)
+                for repo, _commits in todo:
+                    manifest[repo.id] = name
+
+            self.manifest.update(swap)
+        except Exception as exc:
+            shutil.rmtree(self.manifest.building / name, ignore_errors=True)
+            for repo, _commits in todo:
+                self._set_state(repo.id, "failed", str(exc))
+            raise
+        for repo, _commits in todo:
+            self._set_state(repo.id, "indexed", None)
+
+    def _set_state(self, repo_id: int, state: str, error: str | None) -> None:
+        with self._lock:
+            self._state[repo_id] = (state, error)
+            self._state_version += 1
+
+    def merge_shards(self) -> bool:
+        """Merge small shards into a compound one (one group per call); True when more merging remains.
+
+        Documents are copied from the existing shards' mapped bytes (no git reads) into a new shard, built
+        while searches and indexing go on; the manifest then moves to it, under its lock, only the
+        repositories that still live where they were copied from: one re-indexed (or dropped) meanwhile
+        keeps its newer shard, and its copied documents are dead. Shards left without a live repository are
+        deleted. Safe in any process at any time: one merge runs at a time per data directory (another
+        process's merge in progress makes this call return False at once).
+        """
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / "merge.lock", "a+b") as lock:
             try:
-                target = build_from_mirror(
-                    self.root / "shards" / name,
-                    repo.mirror_path,
-                    commits,
-                    {
-                        "repo_id": repo.id,
-                        "repo": repo.name,
-                        "default_branch": repo.default_branch,
-                        "indexed_at": datetime.now(UTC).isoformat(),
-                    },
-                    workers=workers,
-                    progress=progress,
-                )
-                shard = Shard.open(target)
-            except Exception as exc:
-                self._state[repo.id] = ("failed", str(exc))
-                raise
-            pointer = self._pointer(repo.id)
-            tmp = pointer.with_name(f"{pointer.name}.{os.getpid()}.tmp")
-            tmp.write_text(name)
-            os.replace(tmp, pointer)
-            with self._lock:
-                old = self._shards.get(repo.id)
-                self._shards[repo.id] = shard
-                self._stamps[repo.id] = _stamp(pointer)
-                self._unreadable.discard(repo.id)
-                self._state[repo.id] = ("indexed", None)
-            if old is not None and old.path != target:
-                shutil.rmtree(old.path, ignore_errors=True)
-            self._remove_stale(repo.id, keep=name)
-        self._notify_indexed(repo, commits)
-        return self._status_of(repo)
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            try:
+                self.manifest.remove_abandoned_builds()
+                self.manifest.empty_trash()
+                view = self._view()
+                groups = _merge_groups(view)
+                if not groups:
+                    return False
+                self._merge(groups[0])
+                return bool(_merge_groups(self._view()))
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _merge(self, group: list[Shard]) -> None:
+        view = self._view()
+        members = sorted(
+            (
+                (shard, repo)
+                for shard in group
+                for repo in shard.repos
+                if repo.id is not None and view.repos.get(repo.id, (None, None))[0] is shard
+            ),
+            key=lambda pair: pair[1].name,
+        )
+        name = new_shard_name()
+        meta = {
+            "repos": [
+                {
+                    "id": repo.id,
+                    "name": repo.name,
+                    "default_branch": repo.default_branch,
+                    "branches": repo.branches,
+                    "indexed_at": repo.indexed_at,
+                }
+                for _shard, repo in members
+            ],
+            "merged": True,
+        }
+        target = self.manifest.building_dir(name)
+        started = time.monotonic()
+        try:
+            build_shard(target, meta, _copied_docs(members), workers=_CPUS)
+
+            def swap(manifest: dict[int, str]) -> None:
+                self.manifest.install(name)
+                for shard, repo in members:
+                    assert repo.id is not None
+                    if manifest.get(repo.id) == shard.path.name:
+                        manifest[repo.id] = name
+
+            self.manifest.update(swap)
+        except BaseException:
+            shutil.rmtree(target, ignore_errors=True)
+            raise
+        log.info(
+            "merged %d shards (%d repositories) into %s in %.1f s",
+            len(group),
+            len(members),
+            name,
+            time.monotonic() - started,
+        )
 
     def add_index_listener(self, listener: IndexListener) -> None:
         """Call `listener(repo, branch_commits)` after every new generation of a repository's index."""
@@ -514,25 +874,16 @@ class SearchService:
             except Exception:
                 log.exception("index listener failed for %s", repo.name)
 
-    def _remove_stale(self, repo_id: int, keep: str) -> None:
-        """Remove the generations older than `keep` (all when it is empty).
-
-        Newer ones are another process's build in progress, which will replace `keep` when done.
-        """
-        newest = _generation(keep) if keep else None
-        for path in (self.root / "shards").glob(f"{repo_id}-*"):
-            generation = _generation(path.name)
-            if path.name != keep and (newest is None or generation is None or generation < newest):
-                shutil.rmtree(path, ignore_errors=True)
-
     def drop(self, repo: Repo) -> None:
-        """Forget `repo`'s index (after the repository was removed)."""
+        """Forget `repo`'s index (after the repository was removed): its documents are dead at once."""
         with self._lock:
-            self._shards.pop(repo.id, None)
-            self._stamps.pop(repo.id, None)
             self._state.pop(repo.id, None)
-        self._pointer(repo.id).unlink(missing_ok=True)
-        self._remove_stale(repo.id, keep="")
+            self._state_version += 1
+
+        def forget(manifest: dict[int, str]) -> None:
+            manifest.pop(repo.id, None)
+
+        self.manifest.update(forget)
 
     def index_repo(self, actor: Actor, name: str, *, workers: int = 1, force: bool = False) -> IndexStatus:
         """Index one repository now (site admins and the service itself only)."""
@@ -546,19 +897,22 @@ class SearchService:
 
     def _status_of(self, repo: Repo) -> IndexStatus:
         state, error = self._state.get(repo.id, ("", None))
-        shard = self.shard(repo)
-        if shard is None:
+        entry = self._entry(repo)
+        if entry is None:
             return IndexStatus(repo.name, state or "not indexed", {}, error=error)
-        index_bytes = sum(f.stat().st_size for f in shard.path.iterdir() if f.name != "content.bin")
-        indexed_at = shard.meta.get("indexed_at")
+        shard, found = entry
+        content = int(shard.starts[found.hi]) - int(shard.starts[found.lo])
+        total = int(shard.starts[-1])
+        # A compound shard's index files are shared: each repository is charged its share of the content.
+        index_bytes = _index_bytes(shard) * content // total if total else 0
         return IndexStatus(
             repo.name,
             state if state in ("indexing", "failed") else "indexed",
-            dict(shard.branches),
-            documents=shard.doc_count,
-            content_bytes=int(shard.meta.get("content_bytes", 0)),
+            dict(found.branches),
+            documents=found.hi - found.lo,
+            content_bytes=content,
             index_bytes=index_bytes,
-            indexed_at=datetime.fromisoformat(indexed_at) if isinstance(indexed_at, str) else None,
+            indexed_at=datetime.fromisoformat(found.indexed_at) if found.indexed_at else None,
             error=error,
         )
 
@@ -571,16 +925,120 @@ class SearchService:
             log.exception("indexing failed", extra={"repo": repo.name})
 
     def reconcile(self) -> int:
-        """Index every ready repository whose shard is missing or stale; return how many were indexed."""
-        done = 0
+        """Index every ready repository whose shard is missing or stale; return how many were indexed.
+
+        Up to INDEX_BATCH_REPOS repositories share one new shard; when such a batch fails, its repositories
+        are indexed one by one so that one bad repository does not keep the others unsearchable.
+        """
+        stale: list[Repo] = []
         for repo in self.repos.readable(INTERNAL):
             try:
                 if self.needs_index(repo):
-                    self.index(repo)
-                    done += 1
+                    stale.append(repo)
             except Exception:
                 log.exception("indexing failed", extra={"repo": repo.name})
+        done = 0
+        for lo in range(0, len(stale), INDEX_BATCH_REPOS):
+            batch = stale[lo : lo + INDEX_BATCH_REPOS]
+            try:
+                statuses = self.index_many(batch)
+                done += sum(1 for s in statuses if s.state == "indexed")
+                continue
+            except Exception:
+                log.exception("indexing a batch of %d repositories failed", len(batch))
+            for repo in batch:
+                try:
+                    self.index(repo)
+                    done += 1
+                except Exception:
+                    log.exception("indexing failed", extra={"repo": repo.name})
         return done
+
+
+@contextmanager
+def _all_held(locks: list[threading.Lock]) -> Iterator[None]:
+    with ExitStack() as stack:
+        for lock in locks:
+            stack.enter_context(lock)
+        yield
+
+
+def _copied_docs(members: list[tuple[Shard, ShardRepo]]) -> Iterator[SourceDoc]:
+    """The documents of `members` (repositories in existing shards), read from their mapped bytes."""
+    for slot, (shard, repo) in enumerate(members):
+        branches_of: dict[int, frozenset[str]] = {}
+        names = list(repo.branches)
+        if len(names) == 1:
+            only = frozenset(names)
+            branches_of = dict.fromkeys(repo.branch_docs(names[0]), only)
+        else:
+            sets: dict[int, set[str]] = {}
+            for branch in names:
+                for doc in repo.branch_docs(branch):
+                    sets.setdefault(doc, set()).add(branch)
+            branches_of = {doc: frozenset(found) for doc, found in sets.items()}
+        for doc in range(repo.lo, repo.hi):
+            skipped = shard.skipped[doc]
+            data = None if skipped else bytes(shard.doc_bytes(doc))
+            yield SourceDoc(shard.paths[doc], data, shard.sizes[doc], branches_of.get(doc, frozenset()), skipped, slot)
+
+
+def _merge_groups(view: _View) -> list[list[Shard]]:
+    """Groups of shards worth merging, each about COMPOUND_TARGET_BYTES of live content.
+
+    A shard is a candidate when its live content is small or most of its documents are dead; a group of
+    one shard is only worth rewriting when it drops dead documents.
+    """
+    candidates: list[tuple[str, Shard, int, bool]] = []
+    for k, shard in enumerate(view.shards):
+        live_slots = np.flatnonzero(view.live[view.offsets[k] : view.offsets[k + 1]]).tolist()
+        live_docs = sum(shard.repos[s].hi - shard.repos[s].lo for s in live_slots)
+        starts = shard.starts
+        live_bytes = sum(int(starts[shard.repos[s].hi]) - int(starts[shard.repos[s].lo]) for s in live_slots)
+        dead = shard.doc_count - live_docs
+        if not live_slots:
+            continue
+        if live_bytes < MERGE_SMALL_BYTES or (shard.doc_count and dead >= MERGE_DEAD_FRACTION * shard.doc_count):
+            first = min(shard.repos[s].name for s in live_slots)
+            candidates.append((first, shard, live_bytes, dead > 0))
+    candidates.sort(key=lambda c: c[0])
+    groups: list[list[Shard]] = []
+    group: list[Shard] = []
+    size = 0
+    has_dead = False
+    for _first, shard, live_bytes, dead in candidates:
+        group.append(shard)
+        size += live_bytes
+        has_dead |= dead
+        if size >= COMPOUND_TARGET_BYTES:
+            groups.append(group)
+            group, size, has_dead = [], 0, False
+    if group and (len(group) > 1 or has_dead):
+        groups.append(group)
+    return [g for g in groups if len(g) > 1 or _has_dead(view, g[0])]
+
+
+def _has_dead(view: _View, shard: Shard) -> bool:
+    k = view.shards.index(shard)
+    return not bool(view.live[view.offsets[k] : view.offsets[k + 1]].all())
+
+
+_index_sizes: dict[str, int] = {}
+
+
+def _index_bytes(shard: Shard) -> int:
+    """Bytes of a shard's index files (everything but the content), read once per shard."""
+    key = str(shard.path)
+    found = _index_sizes.get(key)
+    if found is None:
+        try:
+            found = sum(f.stat().st_size for f in shard.path.iterdir() if f.name != "content.bin")
+        except FileNotFoundError:
+            found = 0
+        if len(_index_sizes) > 4096:
+            _index_sizes.clear()
+        _index_sizes[key] = found
+    return found
 
 
 def _better_queries(q: Query) -> list[Query]:
@@ -614,18 +1072,6 @@ def _path_filter(q: Query) -> Callable[[str], bool]:
         return (not languages or language in languages) and language not in excluded
 
     return test
-
-
-def _generation(name: str) -> int | None:
-    """The build time (ns) in a generation directory's name `<repo id>-<time_ns>`."""
-    suffix = name.rpartition("-")[2]
-    return int(suffix) if suffix.isdigit() else None
-
-
-def _stamp(pointer: Path) -> tuple[int, int, int]:
-    """The pointer file's identity: each generation's atomic replace gives it a new inode and times."""
-    st = pointer.stat()
-    return st.st_ino, st.st_mtime_ns, st.st_ctime_ns
 
 
 def _normalize_languages(q: Query) -> Query:

@@ -172,7 +172,7 @@ def test_shard_of_an_older_format_is_reported_and_rebuilt(
     assert shard is not None
     meta_file = shard.path / "meta.json"
     meta_file.write_text(json.dumps({**json.loads(meta_file.read_text()), "format": 1}))
-    service._shards.clear()  # as after a restart with the new version
+    service._forget_loaded()  # as after a restart with the new version
     body = search(client, "mutex_lock")
     assert body["skipped"] == ["local/pub: not indexed yet"]
     assert paths(body) == set()

@@ -404,7 +404,7 @@ def test_verification_reports_the_match_ranges(docs: list[str], node: Node, case
         )
         with verifier(shape):
             result = search_shard(shard, q, branch="main", limit=None, deadline=time.monotonic() + 30)
-        matches = file_matches(shard, result, q, repo="r", commit="c")
+        matches = file_matches(shard, result, q, origin=lambda _doc: ("r", "c"))
     for hit, fm in zip(result.hits, matches, strict=True):
         lines = lines_of(docs[hit.doc])
         assert [m.line for m in fm.line_matches] == [lines[m.line_number - 1] for m in fm.line_matches]

@@ -34,7 +34,8 @@ from codewell.search.index.languages import language_of
 
 __all__ = ["FORMAT_VERSION", "MAX_FILE_SIZE", "PAGE_SHIFT", "UNIT_BYTES", "SourceDoc", "build_shard", "skip_reason"]
 
-FORMAT_VERSION = 2
+# 3: compound shards (the documents of one or many repositories, `repos` in meta.json).
+FORMAT_VERSION = 3
 # Documents longer than this are cut into line-aligned units of about this size for the postings
 # (measured on the Linux corpus: 12 KiB units grow the postings 1.46x and cut a filtered query's scan 7.8x).
 UNIT_BYTES = 12 << 10
@@ -64,6 +65,8 @@ class SourceDoc:
     size: int
     branches: frozenset[str]
     skipped: str = ""  # "", "binary", "too large"
+    # The repository's position in the shard's `repos` (a compound shard holds several, each a contiguous run).
+    slot: int = 0
 
 
 def skip_reason(data: bytes, size: int) -> str:
@@ -81,7 +84,9 @@ class _Docs:
     languages: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)
-    branches: dict[str, list[int]] = field(default_factory=dict)
+    # Per repository slot: branch → its documents, and the slot's first document.
+    branches: list[dict[str, list[int]]] = field(default_factory=list)
+    firsts: list[int] = field(default_factory=list)
 
 
 def build_shard(
@@ -96,8 +101,12 @@ def build_shard(
 ) -> Path:
     """Write a complete shard to `target` atomically (build in `target.tmp`, then rename); return `target`.
 
-    `progress(docs_done, bytes_done)` is called while reading documents. `unit_bytes` and `page_shift`
-    (at most 16) are recorded in meta.json; tests make them tiny to exercise unit and page boundaries.
+    `meta["repos"]` lists the repositories the shard holds (id, name, default_branch, branches → commits,
+    anything else is kept), one per `SourceDoc.slot`; the documents of each come as one run, in slot order.
+    Without it the shard holds one repository described by meta's `repo_id`, `repo`, `default_branch` and
+    `branches`. `progress(docs_done, bytes_done)` is called while reading documents. `unit_bytes` and
+    `page_shift` (at most 16) are recorded in meta.json; tests make them tiny to exercise unit and page
+    boundaries.
     """
     if not 1 <= page_shift <= PAGE_SHIFT:
         raise ValueError(f"page_shift must be within 1..{PAGE_SHIFT}")
@@ -110,18 +119,18 @@ def build_shard(
             info = _write_content(tmp, docs, progress, trigrams.submit, _Tables(unit_bytes, page_shift))
             trigrams.wait()
             _write_postings(tmp, trigrams)
-        branches = {name: _serialize_ids(ids) for name, ids in info.branches.items()}
+        repos = _repo_entries(meta, info)
         (tmp / "docs.json").write_text(
             json.dumps({"paths": info.paths, "languages": info.languages, "skipped": info.skipped, "sizes": info.sizes})
         )
         full_meta = {
-            **meta,
+            **{k: v for k, v in meta.items() if k != "repos"},
+            "repos": repos,
             "format": FORMAT_VERSION,
             "unit_bytes": unit_bytes,
             "page_shift": page_shift,
             "docs": len(info.paths),
             "content_bytes": (tmp / "content.bin").stat().st_size,
-            "branch_docs": branches,
         }
         (tmp / "meta.json").write_text(json.dumps(full_meta))
         shutil.rmtree(target, ignore_errors=True)
@@ -134,6 +143,31 @@ def build_shard(
 
 def _serialize_ids(ids: list[int]) -> str:
     return BitMap(ids).serialize().hex()
+
+
+def _repo_entries(meta: dict[str, Any], info: _Docs) -> list[dict[str, Any]]:
+    """meta.json's `repos`: each repository's facts, its document run [lo, hi) and its branches' documents."""
+    given: list[dict[str, Any]] = meta.get("repos") or [
+        {
+            "id": meta.get("repo_id"),
+            "name": meta.get("repo", ""),
+            "default_branch": meta.get("default_branch"),
+            "branches": meta.get("branches", {}),
+        }
+    ]
+    if len(info.firsts) > len(given):
+        raise ValueError(f"documents name repository slot {len(info.firsts) - 1}, meta lists {len(given)}")
+    total = len(info.paths)
+    entries = []
+    for slot, repo in enumerate(given):
+        lo = info.firsts[slot] if slot < len(info.firsts) else total
+        hi = info.firsts[slot + 1] if slot + 1 < len(info.firsts) else total
+        branches = info.branches[slot] if slot < len(info.branches) else {}
+        # Every indexed branch (one without documents is an empty tree) and every branch the documents name.
+        names = [*repo.get("branches", {}), *(b for b in branches if b not in repo.get("branches", {}))]
+        docs = {name: _serialize_ids(branches.get(name, [])) for name in names}
+        entries.append({**repo, "docs": [lo, hi], "branch_docs": docs})
+    return entries
 
 
 def _write_content(
@@ -153,12 +187,18 @@ def _write_content(
     with open(out / "content.bin", "wb") as content:
         for doc in docs:
             doc_id = len(info.paths)
+            if doc.slot != len(info.firsts) - 1:
+                if doc.slot < len(info.firsts):
+                    raise ValueError(f"documents of repository slot {doc.slot} must come as one run, in slot order")
+                # Slots without documents (an empty repository) start and end here.
+                info.firsts.extend([doc_id] * (doc.slot + 1 - len(info.firsts)))
+                info.branches.extend({} for _ in range(doc.slot + 1 - len(info.branches)))
             info.paths.append(doc.path)
             info.languages.append(language_of(doc.path))
             info.skipped.append(doc.skipped)
             info.sizes.append(doc.size)
             for branch in doc.branches:
-                info.branches.setdefault(branch, []).append(doc_id)
+                info.branches[doc.slot].setdefault(branch, []).append(doc_id)
             data = doc.data if not doc.skipped and doc.data is not None else b""
             if data and not data.endswith(b"\n"):
                 # Every document ends in a newline so no match (and no trigram we query) spans two files.

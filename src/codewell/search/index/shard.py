@@ -6,6 +6,7 @@ import json
 import mmap
 import threading
 from bisect import bisect_left
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -20,7 +21,7 @@ from codewell.search.index.bitmaps import bitmap_of
 from codewell.search.index.builder import FORMAT_VERSION
 from codewell.search.query.regex import TRUE, Formula, Lit, LitAnd, LitOr
 
-__all__ = ["LineTables", "Shard", "ShardFormatError"]
+__all__ = ["DocSet", "LineTables", "Shard", "ShardFormatError", "ShardRepo"]
 
 
 # Candidate lookups stop reading posting lists of trigrams found in more than _COMMON of all units once
@@ -35,6 +36,44 @@ def _trigrams(value: bytes) -> list[int]:
 
 class ShardFormatError(ValueError):
     """The shard was written in another format version (an earlier codewell): it must be rebuilt."""
+
+
+@dataclass(frozen=True, slots=True)
+class DocSet:
+    """The documents of a shard a search may see (readable, live repositories at their selected branches).
+
+    The base every filter narrows; `key` identifies the set within its shard for the filter memo (equal keys
+    must mean equal documents). Pickled to the verification processes with the query.
+    """
+
+    key: Hashable
+    docs: BitMap
+
+
+@dataclass(frozen=True, slots=True)
+class ShardRepo:
+    """One repository of a (compound) shard: its facts and its run of documents [lo, hi)."""
+
+    slot: int
+    id: int | None
+    name: str
+    default_branch: str | None
+    branches: dict[str, str]  # indexed branch → commit
+    lo: int
+    hi: int
+    indexed_at: str | None
+    branch_bits: dict[str, str]  # branch → serialized bitmap (hex) of its documents
+
+    @property
+    def search_branch(self) -> str | None:
+        """The branch searched by default: the default branch, else the first indexed one (None: nothing)."""
+        if self.default_branch in self.branches:
+            return self.default_branch
+        return next(iter(self.branches), None)
+
+    def branch_docs(self, branch: str) -> BitMap:
+        raw = self.branch_bits.get(branch)
+        return BitMap.deserialize(bytes.fromhex(raw)) if raw else BitMap()
 
 
 class LineTables(NamedTuple):
@@ -119,11 +158,28 @@ class Shard:
     def doc_count(self) -> int:
         return len(self.paths)
 
+    @cached_property
+    def repos(self) -> list[ShardRepo]:
+        """The repositories whose documents the shard holds, by slot (one, or many in a compound shard)."""
+        return [
+            ShardRepo(
+                slot,
+                r.get("id"),
+                r.get("name", ""),
+                r.get("default_branch"),
+                dict(r.get("branches", {})),
+                int(r["docs"][0]),
+                int(r["docs"][1]),
+                r.get("indexed_at"),
+                dict(r.get("branch_docs", {})),
+            )
+            for slot, r in enumerate(self.meta.get("repos", []))
+        ]
+
     @property
     def branches(self) -> dict[str, str]:
-        """Indexed branch name → commit sha."""
-        branches: dict[str, str] = self.meta.get("branches", {})
-        return branches
+        """Indexed branch name → commit sha of a single-repository shard ({} for a compound one)."""
+        return self.repos[0].branches if len(self.repos) == 1 else {}
 
     @property
     def all_docs(self) -> BitMap:
@@ -131,9 +187,29 @@ class Shard:
         return BitMap(range(self.doc_count))
 
     def branch_docs(self, branch: str) -> BitMap:
-        """Documents present in `branch` (empty when the branch is not indexed)."""
-        raw = self.meta.get("branch_docs", {}).get(branch)
-        return BitMap.deserialize(bytes.fromhex(raw)) if raw else BitMap()
+        """Documents present in `branch` of any of the shard's repositories (empty when not indexed)."""
+        found = BitMap()
+        for repo in self.repos:
+            found |= repo.branch_docs(branch)
+        return found
+
+    @cached_property
+    def doc_slot(self) -> np.ndarray:
+        """Each document's repository slot (documents of a repository are one run)."""
+        slots = np.zeros(self.doc_count, dtype=np.int32)
+        for repo in self.repos:
+            slots[repo.lo : repo.hi] = repo.slot
+        return slots
+
+    @cached_property
+    def default_docs(self) -> BitMap:
+        """Documents of every repository's search branch (ShardRepo.search_branch); shared, never modify."""
+        found = BitMap()
+        for repo in self.repos:
+            branch = repo.search_branch
+            if branch is not None:
+                found |= repo.branch_docs(branch)
+        return found
 
     @cached_property
     def sizes(self) -> list[int]:
