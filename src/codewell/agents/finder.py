@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import re
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from codewell.agents import answering
 from codewell.agents.answers import AgentAnswer
@@ -28,7 +29,7 @@ from codewell.core.actors import Actor
 from codewell.core.errors import InvalidInput, NotFound, QuotaExceeded
 from codewell.http.urls import blob_url
 from codewell.licensing.service import LicensingService
-from codewell.repos.service import Repo, RepoService
+from codewell.repos.service import RepoService
 
 if TYPE_CHECKING:
     from codewell.runtime import Runtime
@@ -49,6 +50,18 @@ _BROAD_HINT = (
 _REPO_LIKE = re.compile(r"(?<![\w./-])([A-Za-z0-9][\w.-]*(?:/[\w.-]+)+)(?![\w/-])")
 # Words right before a repository's short name that say "this is the repository".
 _LEAD = re.compile(r"(?:\bin|\bof|\bfrom|\brepo|\brepository|\bproject|\bcodebase)\s+(?:the\s+)?$", re.IGNORECASE)
+# The only characters re.IGNORECASE matches with an ASCII letter that str.lower() maps elsewhere. Folding
+# them first makes "the lowered name is in the folded task" a necessary condition of `_mentions` (names are
+# ASCII: sources.check_name), checked before compiling one regex per readable repository (~30 µs each).
+_ASCII_FOLDS = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_R = TypeVar("_R", bound=_Named)
 
 
 def _mentions(task: str, name: str) -> list[int]:
@@ -57,21 +70,22 @@ def _mentions(task: str, name: str) -> list[int]:
     return [m.start() for m in pattern.finditer(task)]
 
 
-def named_repositories(task: str, readable: list[Repo]) -> list[Repo]:
+def named_repositories(task: str, readable: Sequence[_R]) -> list[_R]:
     """The readable repositories `task` names: full names first; else short names (the last segment of the
     name) that only one readable repository has; among several short names, the ones introduced as the
     repository ("in X", "repo X")."""
-    full = [r for r in readable if _mentions(task, r.name)]
+    folded = task.translate(_ASCII_FOLDS).lower()
+    full = [r for r in readable if r.name.lower() in folded and _mentions(task, r.name)]
     # A full name inside another full name (`acme/app` in `github.com/acme/app`): keep the longest.
     full = [r for r in full if not any(o is not r and r.name in o.name and _mentions(task, o.name) for o in full)]
     if full:
         return full
-    by_short: dict[str, list[Repo]] = {}
+    by_short: dict[str, list[_R]] = {}
     for r in readable:
         by_short.setdefault(r.name.rsplit("/", 1)[-1].lower(), []).append(r)
-    short: list[tuple[Repo, list[int]]] = []
+    short: list[tuple[_R, list[int]]] = []
     for key, repos in by_short.items():
-        if len(repos) != 1 or "/" not in repos[0].name:
+        if len(repos) != 1 or "/" not in repos[0].name or key not in folded:
             continue
         at = _mentions(task, key)
         if at:
@@ -93,7 +107,7 @@ def find_code(runtime: Runtime, actor: Actor, task: str, revision: str | None) -
         raise InvalidInput(f"task is too long ({len(task)} characters, at most {MAX_TASK_CHARS})")
     revision = (revision or "").strip() or None
     repos = runtime.get(RepoService)
-    named = named_repositories(task, repos.readable(actor))
+    named = named_repositories(task, repos.readable_refs(actor))  # names only: no full records
     if not named:
         typed = [m.group(1) for m in _REPO_LIKE.finditer(task) if not re.search(r"\.\w{1,5}$", m.group(1))]
         if typed:

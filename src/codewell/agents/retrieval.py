@@ -255,7 +255,7 @@ def _readable_targets(run: _Run) -> list[ResolvedRevision]:
     """The default branches of the repositories the actor may read (cloned ones, at most MAX_SCOPE_REPOS)."""
     repos = run.runtime.get(RepoService)
     out: list[ResolvedRevision] = []
-    for repo in repos.readable(run.actor):
+    for repo in repos.iter_readable(run.actor):  # page by page: no records beyond the ones used
         if len(out) >= MAX_SCOPE_REPOS or run.left() <= 0:
             break
         if not repo.cloned:

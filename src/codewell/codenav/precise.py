@@ -420,14 +420,14 @@ class PreciseService:
 
     def _other_uploads(self, actor: Actor, current: Repo, symbol: str) -> dict[int, tuple[_Owner, _Upload]]:
         """The latest upload of each other readable repository that has `symbol` (upload id → repo, upload)."""
-        refs = {ref.id: ref for ref in self.repos.readable_refs(actor) if ref.id != current.id}
-        if not refs:
-            return {}
+        # The latest upload per repository does not depend on the other repositories: find them for every
+        # repository holding the symbol (few), then keep the readable ones, instead of passing thousands of
+        # readable ids into the query or building a ref per readable repository.
         with self.runtime.db.session() as session:
             holders = select(ScipOccurrence.upload_id).where(ScipOccurrence.symbol == symbol).distinct()
             latest = (
                 select(func.max(ScipUpload.id))
-                .where(ScipUpload.id.in_(holders), ScipUpload.repo_id.in_(list(refs)))
+                .where(ScipUpload.id.in_(holders), ScipUpload.repo_id != current.id)
                 .group_by(ScipUpload.repo_id)
             )
             rows = session.execute(
@@ -435,7 +435,8 @@ class PreciseService:
                     ScipUpload.id.in_(latest)
                 )
             ).all()
-        return {row[0]: (refs[row[1]], _Upload(*row)) for row in rows}
+        refs = self.repos.refs_of(actor, {row[1] for row in rows})
+        return {row[0]: (refs[row[1]], _Upload(*row)) for row in rows if row[1] in refs}
 
     # --- answers ---------------------------------------------------------------------------------------
 

@@ -384,14 +384,16 @@ class NlsService:
     # --- search ----------------------------------------------------------------------------------------
 
     def _targets(self, actor: Actor, q: _Question) -> list[Repo]:
-        readable = self.repos.readable(actor)
         if q.repo is None:
             if q.rev is not None:
                 raise InvalidInput("rev: needs repo:", hint="e.g. repo:myrepo rev:v1.2 how are tokens refreshed")
-            return readable
-        exact = [r for r in readable if r.name == q.repo]
-        if exact:
-            return exact
+            return self.repos.readable(actor)
+        # The usual case, an exact name, is one lookup rather than a record of every readable repository.
+        try:
+            return [self.repos.get(actor, q.repo)]
+        except NotFound:
+            pass
+        readable = self.repos.readable(actor)
         try:
             pattern = re.compile(q.repo)
         except re.error:

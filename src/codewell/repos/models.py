@@ -43,7 +43,11 @@ class RepoRow(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
 
-    __table_args__ = (Index("ix_repos_next_sync_at", "next_sync_at"),)
+    __table_args__ = (
+        Index("ix_repos_next_sync_at", "next_sync_at"),
+        # Visibility reads the public ids from this index alone (RepoService.readable_ids).
+        Index("ix_repos_private", "private", "id"),
+    )
 
 
 class RepoPermission(Base):
@@ -52,6 +56,9 @@ class RepoPermission(Base):
     __tablename__ = "repo_permissions"
 
     repo_id: Mapped[int] = mapped_column(ForeignKey("repos.id", ondelete="CASCADE"), primary_key=True)
-    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True, index=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
     source: Mapped[str] = mapped_column(String(50), default="explicit")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    # The ids granted to a user, read from the index alone (visibility); also serves the user's cascade.
+    __table_args__ = (Index("ix_repo_permissions_user_repo", "user_id", "repo_id"),)

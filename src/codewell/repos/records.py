@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 # Limits of the spec (Limits table) and of issue #3.
 MAX_FILE_BYTES = 128 * 1024
@@ -160,14 +161,20 @@ class NewRepo:
     sync_interval_seconds: int = 3600
 
 
-@dataclass(frozen=True, slots=True)
-class RepoRef:
+class RepoRef(NamedTuple):
     """The few facts about a readable repository other capabilities' queries need (history, search).
 
-    Cheaper than `Repo` (three columns read); `mirror_path` is the bare mirror to open read-only.
+    Cheaper than `Repo` (three columns read); `mirror_path` is the bare mirror to open read-only. A named
+    tuple with the mirror path built on demand, not a dataclass with a `Path` field: a visibility listing
+    makes thousands of these per request, and the frozen dataclass plus the path cost ~6 µs each (a third
+    of a 5,000-repository listing), the tuple ~0.4 µs.
     """
 
     id: int
     name: str
     default_branch: str | None
-    mirror_path: Path
+    mirror_root: Path
+
+    @property
+    def mirror_path(self) -> Path:
+        return self.mirror_root / f"{self.name}.git"
