@@ -3,17 +3,24 @@
 `GET /.api/codehosts` (status of every connection), `POST /.api/codehosts/{id}/sync`,
 `POST /.api/codehosts/repos/{name}/sync` (one repository's permissions),
 `GET /.api/codehosts/users/{user_id}` and `POST /.api/codehosts/users/{user_id}/sync` (the user or an admin).
+
+Push webhooks, anonymous (the host proves itself with the connection's secret, codehosts/webhooks.py):
+`POST /.api/webhooks/{github,gitlab,bitbucket-server,bitbucket-cloud,gerrit}`: 200 for a ping, 202 for
+everything verified (a sync requested or not alike), 401 unverified, 400 not JSON, 413 over the size limit.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
+from codewell.codehosts.metrics import WEBHOOKS
 from codewell.codehosts.service import CodeHostService
+from codewell.codehosts.webhooks import HOSTS, MAX_BODY_BYTES, WEBHOOKS_PREFIX, Delivery, Event, too_large
 from codewell.core.errors import InvalidInput
 from codewell.http.requests import actor_of, runtime_of
 from codewell.runtime import Runtime
@@ -57,8 +64,38 @@ async def sync_user(request: Request) -> JSONResponse:
     return JSONResponse({"connections": [i.as_json() | {"summary": i.summary} for i in items]})
 
 
+async def _bounded_body(request: Request, host: str) -> bytes:
+    """The body, refused (413) as soon as it passes the limit: anyone may post here, so it is never held whole."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        WEBHOOKS.labels(host, "too_large").inc()
+        raise too_large(MAX_BODY_BYTES)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            WEBHOOKS.labels(host, "too_large").inc()
+            raise too_large(MAX_BODY_BYTES)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def webhook(host: str) -> Callable[[Request], Awaitable[JSONResponse]]:
+    async def receive(request: Request) -> JSONResponse:
+        body = await _bounded_body(request, host)
+        delivery = Delivery(dict(request.headers), dict(request.query_params), body)
+        event = await asyncio.to_thread(_service(request).receive_webhook, host, delivery)
+        if event is Event.PING:
+            return JSONResponse({"event": "ping"})
+        return JSONResponse({"status": "accepted"}, status_code=202)
+
+    return receive
+
+
 def routes(runtime: Runtime) -> list[BaseRoute]:
     return [
+        *[Route(f"{WEBHOOKS_PREFIX}/{host}", webhook(host), methods=["POST"]) for host in HOSTS],
         Route("/.api/codehosts", status, methods=["GET"]),
         Route("/.api/codehosts/users/{user_id}", user_status, methods=["GET"]),
         Route("/.api/codehosts/users/{user_id}/sync", sync_user, methods=["POST"]),

@@ -6,6 +6,8 @@
   (`CODEWELL_CODEHOST_<ID>_GIT`, read by repos as `credentialsEnv`: never in argv, URLs or logs);
 - removes repositories that disappeared upstream once they stayed missing for `removalGraceSeconds`
   (audited as `codehosts.repo` / `removed`);
+- receives push webhooks (`receive_webhook`, verified with the connection's `webhookSecretEnv`/`webhookSecretFile`)
+  and asks repos for a sync of the pushed repository at once (webhooks.py);
 - when permissions are enabled (`permissions_enabled`), writes repos' permission table with source
   `codehost:<id>` in both directions: user-centric (each linked user's own OAuth token, refreshed when it
   expired) and repo-centric (members of each private repository, mapped to users by linked identities).
@@ -31,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 from urllib.parse import urlsplit
 
 import requests
-from sqlalchemy import select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from codewell.accounts.audit import AuditService
@@ -39,11 +41,14 @@ from codewell.auth.service import AuthService, Identity, LinkedIdentity
 from codewell.authz import Action, UserRef, ensure
 from codewell.codehosts.clients import HostClient, HostRepo, client_for
 from codewell.codehosts.http import HostError, HostHTTP, new_session
+from codewell.codehosts.metrics import WEBHOOKS
 from codewell.codehosts.models import CodeHostRepoRow, ConnectionStateRow, UserSyncRow
+from codewell.codehosts.webhooks import ADDRESSES, HOSTS, Delivery, Event, HostHooks, RepoKeys, payload, unverified
 from codewell.config.codehosts import CodeHostConnection
 from codewell.core.actors import INTERNAL, Actor
-from codewell.core.errors import CodewellError, NotFound
+from codewell.core.errors import CodewellError, InvalidInput, NotFound, Unauthenticated
 from codewell.db.base import utcnow
+from codewell.http.urls import webhook_url
 from codewell.licensing.service import PERMISSION_SYNC_FEATURE, LicensingService
 from codewell.repos.service import NewRepo, Repo, RepoService, check_name
 
@@ -74,6 +79,8 @@ class ConnectionStatus:
     warnings: tuple[str, ...] = ()
     perms_synced_at: datetime | None = None
     perms_error: str | None = None
+    webhook_url: str = ""  # where this host posts push webhooks
+    webhook_secret_set: bool = False  # without a secret the connection accepts no webhook
 
     @property
     def permissions_off_reason(self) -> str | None:
@@ -149,6 +156,19 @@ def read_token(connection: CodeHostConnection) -> str:
     if not token:
         raise HostError(f"tokenFile {path} is empty")
     return token
+
+
+def read_webhook_secret(connection: CodeHostConnection) -> str | None:
+    """The connection's webhook secret, or None when it has none (unset, empty or unreadable: such a connection
+    accepts no webhook, it never accepts an empty secret)."""
+    if connection.webhook_secret_env is not None:
+        return os.environ.get(connection.webhook_secret_env, "").strip() or None
+    if connection.webhook_secret_file is None:
+        return None
+    try:
+        return Path(connection.webhook_secret_file).expanduser().read_text().strip() or None
+    except OSError:
+        return None
 
 
 class CodeHostService:
@@ -231,6 +251,8 @@ class CodeHostService:
                     label=connection.label,
                     authorization=connection.authorization,
                     permissions_enabled=self.permissions_enabled(connection),
+                    webhook_url=webhook_url(self.runtime.external_url, ADDRESSES[connection.kind]),
+                    webhook_secret_set=read_webhook_secret(connection) is not None,
                 )
                 if row is not None:
                     base = ConnectionStatus(
@@ -690,6 +712,65 @@ class CodeHostService:
             )
             if remaining:
                 self.sync_users_permissions(connection, [user_id])
+
+    # -- webhooks -------------------------------------------------------------------------------------------
+    def receive_webhook(self, host: str, delivery: Delivery) -> Event:
+        """A push webhook from `host` (a key of webhooks.HOSTS): verified against the secret of every connection of
+        that kind, then a sync of the repository it names is requested from repos. Returns the event (PING is
+        answered 200; PUSH and OTHER alike 202, whether or not a repository matched, so that the answer tells
+        nothing of what is registered). Unauthenticated (401) when no connection's secret verifies it, InvalidInput
+        (400) for a body that is not a JSON object. Replays are harmless: a requested sync is idempotent."""
+        try:
+            event, result = self._receive_webhook(HOSTS[host], delivery)
+        except Unauthenticated:
+            WEBHOOKS.labels(host, "unauthorized").inc()
+            raise
+        except InvalidInput:
+            WEBHOOKS.labels(host, "malformed").inc()
+            raise
+        WEBHOOKS.labels(host, result).inc()
+        return event
+
+    def _receive_webhook(self, hooks: HostHooks, delivery: Delivery) -> tuple[Event, str]:
+        verified = []
+        for connection in self.connections():
+            if connection.kind != hooks.kind:
+                continue
+            secret = read_webhook_secret(connection)
+            if secret is not None and hooks.verify(delivery, secret):
+                verified.append(connection)
+        if not verified:
+            raise unverified()
+        data = payload(delivery)
+        event = hooks.event(delivery, data)
+        if event is not Event.PUSH:
+            return event, "ping" if event is Event.PING else "ignored"
+        requested = False
+        for connection_id, name in self._webhook_repos([c.id for c in verified], hooks.repo(data)):
+            try:
+                self.repos.request_sync(INTERNAL, name)
+            except NotFound:
+                continue  # removed since discovery tracked it
+            requested = True
+            log.info("code host webhook: connection %s, repository %s: sync requested", connection_id, name)
+        return event, "accepted" if requested else "ignored"
+
+    def _webhook_repos(self, connection_ids: list[str], keys: RepoKeys) -> list[tuple[str, str]]:
+        """(connection ID, repository name) of what these connections registered under the payload's ID or path."""
+        conditions = []
+        if keys.external_id is not None:
+            conditions.append(CodeHostRepoRow.external_id == keys.external_id)
+        if keys.path is not None:
+            conditions.append(func.lower(CodeHostRepoRow.path) == keys.path.lower())
+        if not conditions:
+            return []
+        with self.db.session() as session:
+            rows = session.execute(
+                select(CodeHostRepoRow.connection_id, CodeHostRepoRow.repo_name).where(
+                    CodeHostRepoRow.connection_id.in_(connection_ids), or_(*conditions)
+                )
+            )
+            return sorted({(connection_id, name) for connection_id, name in rows})
 
     # -- scheduling -----------------------------------------------------------------------------------------
     def run_due(self, now: datetime | None = None) -> None:

@@ -85,6 +85,10 @@ class CodeHostConnection(BaseModel):
     removal_grace_seconds: int = Field(86400, alias="removalGraceSeconds", ge=0, le=90 * 86400)
     authorization: bool = False
     sync_internal_repo_permissions: bool = Field(True, alias="syncInternalRepoPermissions")
+    # The shared secret of push webhooks from this host (docs/codehosts.md, "Webhooks"): like the token, named
+    # through an environment variable or a file so that it never sits in the site config.
+    webhook_secret_env: str | None = Field(None, alias="webhookSecretEnv", pattern=_ENV)
+    webhook_secret_file: str | None = Field(None, alias="webhookSecretFile", min_length=1)
 
     @model_validator(mode="before")
     @classmethod
@@ -113,6 +117,8 @@ class CodeHostConnection(BaseModel):
             raise ValueError("set either tokenEnv or tokenFile, not both")
         if self.token_env is None and self.token_file is None:
             raise ValueError("a token is required: set tokenEnv (environment variable) or tokenFile (path)")
+        if self.webhook_secret_env is not None and self.webhook_secret_file is not None:
+            raise ValueError("set either webhookSecretEnv or webhookSecretFile, not both")
         for name, kinds in _ONLY_FOR.items():
             if getattr(self, name) not in ([], True) and self.kind not in kinds:
                 alias = type(self).model_fields[name].alias or name

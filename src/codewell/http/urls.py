@@ -53,3 +53,8 @@ def deepsearch_url(external_url: str, read_token: str) -> str:
 def deepsearch_shared_url(external_url: str, share_token: str) -> str:
     """A shared deep search conversation (while `deepSearch.sharing.enabled`)."""
     return f"{external_url}/deepsearch/shared/{share_token}"
+
+
+def webhook_url(external_url: str, host: str) -> str:
+    """Where code hosts of one kind post push webhooks (`host`: `github`, `gitlab`, `bitbucket-server`, ...)."""
+    return f"{external_url}/.api/webhooks/{host}"

@@ -108,6 +108,10 @@ def test_admin_page_shows_each_connection_and_sync_now_runs_it(site: Site) -> No
     assert site.host.url in row
     assert "last sync: —" in row  # never synced yet
     assert "0 found" in row
+    # Where to point the host's push webhooks; off until the connection has a secret.
+    webhook = f"push webhooks: <code>{site.runtime.external_url}/.api/webhooks/github</code>"
+    assert webhook in row
+    assert "(off: no webhookSecretEnv or webhookSecretFile)" in row
 
     done = site.post(root, "/site-admin/code-hosts/main/sync", csrf_from="/site-admin/code-hosts")
     assert done.status_code == 303
