@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from codewell.capabilities import CAPABILITIES
 from codewell.codenav.service import CodeNavService
 from codewell.core.actors import INTERNAL
 from codewell.core.settings import Settings
@@ -16,10 +17,12 @@ from codewell.runtime import Runtime
 
 
 def open_runtime(data: Path) -> Runtime:
-    """The real services over `data` (SQLite database inside it), migrated."""
+    """The real services over `data` (SQLite database inside it), migrated, knowing the declared capabilities
+    (their job kinds: a sync runs as a job) without wiring their listeners."""
     settings = Settings.from_env({}, data_dir=data, database_url=f"sqlite:///{data}/codewell.db")
     runtime = Runtime.open(settings)
     runtime.db.upgrade()
+    runtime.capabilities = CAPABILITIES
     return runtime
 
 

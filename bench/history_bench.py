@@ -33,7 +33,6 @@ from typing import Any
 from codewell.core.actors import INTERNAL
 from codewell.core.settings import Settings
 from codewell.history.service import HistoryService
-from codewell.history.setup import setup as history_setup
 from codewell.repos.service import RepoService
 from codewell.runtime import Runtime
 
@@ -188,12 +187,11 @@ def open_runtime(database_url: str | None) -> Runtime:
     settings = Settings.from_env({}, data_dir=data, database_url=database_url or f"sqlite:///{data}/codewell.db")
     runtime = Runtime.open(settings)
     runtime.db.upgrade()
-    history_setup(runtime)
     return runtime
 
 
 def register_all(runtime: Runtime, repos: int) -> dict[str, float]:
-    """Register + clone every repository (the sync listener indexes it); timings of the first full index."""
+    """Register + clone + index every repository (what the history.index job does after a sync); timings."""
     service = runtime.get(RepoService)
     known = {r.name for r in service.readable(INTERNAL)}
     names = [(f"bench/r{i:04d}", ROOT / "src" / f"r{i:04d}.git") for i in range(repos)]
@@ -206,6 +204,7 @@ def register_all(runtime: Runtime, repos: int) -> dict[str, float]:
         service.add_repo(INTERNAL, str(path), name=name)
         outcome = service.sync_repo(INTERNAL, name)
         assert outcome.ok, outcome.error
+        runtime.get(HistoryService).index_repo(outcome.repo)
 
     with ThreadPoolExecutor(2) as pool:
         list(pool.map(one, todo))

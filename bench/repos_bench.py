@@ -4,7 +4,7 @@ Figures are compared with git itself in the same run:
   read_file   vs `git cat-file -p <rev>:<path>` (one process per read, what a naive server does) and
               vs a long-lived `git cat-file --batch` (lock-step, one blob at a time)
   list_files  vs `git ls-tree <rev>:<dir>` (one process per listing)
-  mirroring   200 small local repositories through the site config + scheduler; the peak number of
+  mirroring   200 small local repositories through the site config + sync jobs; the peak number of
               concurrent git processes (direct children of this process, sampled from /proc every 5 ms)
               must stay ≤ 2 per core.
 Run: python bench/repos_bench.py [--reads 400] [--lists 200] [--repos 200]   (needs bench/corpus.py first)
@@ -13,7 +13,6 @@ Run: python bench/repos_bench.py [--reads 400] [--lists 200] [--repos 200]   (ne
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import random
@@ -28,8 +27,9 @@ from pathlib import Path
 from benchkit import open_runtime
 from codewell.config.schema import SiteConfig
 from codewell.core.actors import INTERNAL
+from codewell.jobs.runner import JobRunner
+from codewell.jobs.service import JobService
 from codewell.repos import git as gitmod
-from codewell.repos.scheduler import SyncScheduler
 from codewell.repos.service import RepoService
 from codewell.runtime import Runtime
 
@@ -175,22 +175,24 @@ def bench_mirroring(runtime: Runtime, root: Path, count: int) -> dict[str, objec
     make_small_repos(root, count)
     service = runtime.get(RepoService)
     runtime.site_config.write(SiteConfig.model_validate({"repositories": [{"kind": "local", "path": str(root)}]}))
-    scheduler = SyncScheduler(service)
+    # The reconcile and sync jobs, run by a job runner with one thread per allowed git process.
+    runner = JobRunner(
+        runtime, role="bench", kinds=frozenset({"repos.reconcile", "repos.sync"}), concurrency=gitmod.GIT_PROCESS_LIMIT
+    )
     gitmod.LIMITER.reset_max()
 
-    async def until_done() -> None:
-        while True:
-            await scheduler.tick()
-            states = [r.sync_state for r in service.all_repos(INTERNAL) if r.name.startswith("local/team")]
-            if len(states) == count and all(s in ("ready", "failed") for s in states):
-                return
-            await asyncio.sleep(0.05)
+    def done() -> bool:
+        states = [r.sync_state for r in service.all_repos(INTERNAL) if r.name.startswith("local/team")]
+        return len(states) == count and all(s in ("ready", "failed") for s in states)
 
     start = time.perf_counter()
     with GitProcessSampler() as sampler:
-        asyncio.run(until_done())
+        runtime.get(JobService).enqueue("repos.reconcile", "site", cause="config.changed")
+        runner.start()
+        while not done():
+            time.sleep(0.05)
     seconds = time.perf_counter() - start
-    scheduler.close()
+    runner.stop()
     repos = [r for r in service.all_repos(INTERNAL) if r.name.startswith("local/team")]
     return {
         "repos": count,

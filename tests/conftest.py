@@ -29,6 +29,21 @@ from codewell.db.database import import_all_models, normalize_url
 from codewell.runtime import Runtime
 
 POSTGRES_URL = os.environ.get("CODEWELL_TEST_DATABASE_URL", "")
+TESTS = Path(__file__).parent
+# Folders (tests/unit/<name>/, tests/functional/<name>/) whose every test exercises the database: their tests carry
+# the `database` marker without a `pytestmark` line, so a new module there is in the PostgreSQL pass from its
+# first run (the jobs queue: claims, leases, locking).
+DATABASE_FOLDERS = frozenset({"jobs"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before the marker plugin's own hook applies `-m`
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `database` every test under a folder of DATABASE_FOLDERS (see CONTRIBUTING.md, "Tests")."""
+    for item in items:
+        if item.path.is_relative_to(TESTS):
+            folders = item.path.relative_to(TESTS).parts[1:-1]
+            if folders and folders[0] in DATABASE_FOLDERS:
+                item.add_marker(pytest.mark.database)
 
 
 def _worker_database_url() -> str:

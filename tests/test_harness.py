@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import cast
 
 import pytest
 from sqlalchemy import func, select
@@ -15,7 +16,7 @@ from sqlalchemy import func, select
 from codewell.accounts.models import UserRow
 from codewell.runtime import Runtime
 from tests import cliprocess
-from tests.conftest import PostgresReset
+from tests.conftest import TESTS, PostgresReset, pytest_collection_modifyitems
 from tests.factories import make_token, make_user
 
 
@@ -25,6 +26,33 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+class CollectedTest:
+    """What the marking hook of tests/conftest.py reads of a collected test: its path; it records the markers added."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.markers: list[str] = []
+
+    def add_marker(self, marker: pytest.MarkDecorator) -> None:
+        self.markers.append(marker.name)
+
+
+def test_every_test_under_a_jobs_folder_and_only_there_is_marked_database() -> None:
+    jobs = [
+        CollectedTest(TESTS / "unit" / "jobs" / "test_queue.py"),
+        CollectedTest(TESTS / "functional" / "jobs" / "a" / "test_b.py"),
+    ]
+    others = [
+        CollectedTest(TESTS / "unit" / "search" / "test_jobs.py"),
+        CollectedTest(TESTS / "test_jobs.py"),
+        CollectedTest(TESTS.parent / "elsewhere" / "jobs" / "test_queue.py"),
+    ]
+    pytest_collection_modifyitems(cast(list[pytest.Item], jobs + others))
+    assert [test.markers for test in jobs] == [["database"], ["database"]]
+    assert [test.markers for test in others] == [[], [], []]
+
+
+@pytest.mark.database  # the reset runs only on PostgreSQL: this test's whole point is the PostgreSQL pass
 def test_postgres_reset_empties_every_written_table_and_restarts_ids(
     runtime: Runtime, postgres_reset: PostgresReset | None
 ) -> None:

@@ -17,6 +17,7 @@ from codewell.codehosts.capability import CAPABILITY as CODEHOSTS
 from codewell.codenav.capability import CAPABILITY as CODENAV
 from codewell.evaluator.capability import CAPABILITY as EVALUATOR
 from codewell.history.capability import CAPABILITY as HISTORY
+from codewell.jobs.capability import CAPABILITY as JOBS
 from codewell.licensing.capability import CAPABILITY as LICENSING
 from codewell.mcp.capability import CAPABILITY as MCP
 from codewell.nls.capability import CAPABILITY as NLS
@@ -27,6 +28,7 @@ from codewell.search.capability import CAPABILITY as SEARCH
 from codewell.web.capability import CAPABILITY as WEB
 
 CAPABILITIES: tuple[Capability, ...] = (
+    JOBS,
     ACCOUNTS,
     REPOS,
     AUTH,

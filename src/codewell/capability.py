@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import click
@@ -30,6 +30,87 @@ ToolAvailability = Callable[["Runtime"], bool]
 BootstrapStep = Callable[["Runtime", bool], list[str]]
 # A readiness check returns None when fine, or a short reason (shown by /readyz).
 ReadinessCheck = Callable[["Runtime"], str | None]
+
+
+class JobRun(Protocol):
+    """One claimed job as its handler sees it (codewell.jobs runs it; docs/architecture.md "Jobs")."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def resource(self) -> str: ...
+    @property
+    def payload(self) -> Mapping[str, Any]: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def priority(self) -> int:
+        """The job's priority: events it emits inherit it (what a person asked for stays ahead)."""
+        ...
+
+    @property
+    def cancelled(self) -> bool:
+        """True once an operator cancelled the job: the handler stops at its next safe point."""
+        ...
+
+    def progress(self, done: int, total: int | None = None, message: str = "") -> None:
+        """Report progress (stored on the job row, shown by `codewell jobs` and /site-admin/jobs)."""
+        ...
+
+
+class JobGiveUp(Exception):
+    """Raised by a handler: fail the job now with this reason, without retrying it (the capability has its own
+    retry schedule, e.g. a repository sync's back-off)."""
+
+
+# A job's work: raises to fail the attempt (retried with back-off), returns a small JSON-able result or None.
+JobHandler = Callable[["Runtime", JobRun], "Mapping[str, Any] | None"]
+# Several jobs of one kind at once: returns each job's result by job id (an exception there fails that job alone);
+# raising fails every one of them.
+BatchHandler = Callable[["Runtime", Sequence[JobRun]], "Mapping[int, Mapping[str, Any] | Exception | None]"]
+
+
+@dataclass(frozen=True, slots=True)
+class JobKind:
+    """A kind of background work a capability declares (docs/architecture.md "Jobs" lists every one).
+
+    `on` names the events that enqueue it (emitted in the transaction of the change that causes them, e.g.
+    `repo.synced`); `every` makes it a periodic job (one row, re-queued `every` seconds after each run).
+    Jobs of kinds with the same `lock` never run at the same time for one resource (search's index and drop
+    of a repository), and a queued job is superseded, not duplicated, by a newer one for the same resource.
+    """
+
+    name: str
+    run: JobHandler
+    description: str
+    on: tuple[str, ...] = ()
+    lock: str | None = None
+    every: float | None = None
+    max_attempts: int = 5
+    lease_seconds: float = 600.0
+    # The per-repository stage it is ("mirror", "search", "symbols", "nls", "history"): `codewell repos status`
+    # and the repositories page show each stage's latest job.
+    stage: str = ""
+    # Events enqueue it only while this says so (a feature switched off in the site config enqueues nothing).
+    when: Callable[[Runtime], bool] | None = None
+    # Needs much memory (search's merge builds up to ~1 GB): `codewell serve` leaves it to its worker processes
+    # when it has any, so that the web process stays small.
+    isolated: bool = False
+    # Runs for minutes (a deep search answer, a SCIP indexer): a runner gives such kinds at most half of its threads,
+    # so that syncs and indexing never wait behind them.
+    long_running: bool = False
+    # Jobs cheaper together (many small repositories into one search shard): a runner that claims one claims up
+    # to `batch` due jobs of the kind and hands them all to `run_batch` (`run` still serves a lone job).
+    batch: int = 1
+    run_batch: BatchHandler | None = None
+    # Who enqueues it besides its events (docs/architecture.md's table): "a push webhook, `codewell repos sync`".
+    enqueued_by: str = ""
+
+    @property
+    def lock_name(self) -> str:
+        return self.lock or self.name
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +132,8 @@ class Capability:
     readiness: Sequence[tuple[str, ReadinessCheck]] = ()
     # A folder of Jinja2 templates (files under a sub-folder named after the capability, to avoid clashes).
     templates: Path | None = None
+    # Background work as durable jobs (codewell.jobs claims and runs them in `serve` or `codewell worker`).
+    jobs: Sequence[JobKind] = ()
 
 
 def templates_of(module_file: str) -> Path:

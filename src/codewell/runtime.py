@@ -63,6 +63,13 @@ class Runtime:
     # what others contribute from here (tools, templates, readiness checks) without importing the top.
     capabilities: tuple[Capability, ...] = ()
     capabilities_ready: bool = False
+    # Whether this process runs background jobs (`codewell serve --no-jobs` is a web replica that only serves),
+    # and with how many threads (`codewell serve --job-threads`).
+    run_jobs: bool = True
+    job_threads: int = field(default_factory=lambda: 3 * (os.cpu_count() or 1))
+    # `codewell worker` child processes of `codewell serve` (`--job-processes`): one per further core, so that
+    # background work is not held to the one core a Python process's own code runs on.
+    job_processes: int = field(default_factory=lambda: max(0, (os.cpu_count() or 1) - 1))
 
     @classmethod
     def open(cls, settings: Settings, *, create_config: bool = True) -> Runtime:

@@ -13,6 +13,8 @@ from codewell.core.settings import Settings
 from codewell.runtime import Runtime
 from tests.factories import auth_headers, make_token, make_user
 
+pytestmark = pytest.mark.database
+
 
 def test_healthz(client: TestClient) -> None:
     response = client.get("/healthz")

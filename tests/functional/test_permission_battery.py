@@ -319,6 +319,8 @@ ROWS: list[Row] = [
     Row("GET", "/.api/codehosts/users/{user_id}", "401 ok 403 403 ok", alice_id),
     Row("POST", "/.api/codehosts/users/{user_id}/sync", "401 ok 403 403 ok", alice_id),
     Row("GET", "/site-admin/code-hosts", ADMIN),
+    Row("GET", "/site-admin/jobs", ADMIN),
+    Row("POST", "/site-admin/jobs/{job_id}/{action}", "401 403 403 403 404", fixed(job_id="999999", action="cancel")),
     Row("POST", "/site-admin/code-hosts/{connection_id}/sync", "401 403 403 403 404", fixed(connection_id="nope")),
     Row("GET", "/settings/code-hosts", SIGNED_IN),
     Row("POST", "/settings/code-hosts/sync", SIGNED_IN),
@@ -477,6 +479,12 @@ ROWS: list[Row] = [
     Row("POST", "/settings/accounts/{identity_id}/disconnect", "401 404 404 403 404", fixed(identity_id="999999")),
     Row("GET", "/site-admin", ADMIN),
     Row("GET", "/site-admin/repositories", ADMIN),
+    # Push webhooks are anonymous by design: each proves itself with a connection's secret (none here), whoever
+    # sends it; the analytics token is refused before routing as everywhere outside the analytics API.
+    *[
+        Row("POST", f"/.api/webhooks/{host}", "401 401 401 403 401")
+        for host in ("github", "gitlab", "bitbucket-server", "bitbucket-cloud", "gerrit")
+    ],
     Row("POST", "/site-admin/repositories", ADMIN, form={"action": "sync", "name": "acme/app"}),
     Row("GET", "/site-admin/configuration", ADMIN),
     # Invalid on purpose (nothing is saved): the battery's site config stays as it is for the other rows.

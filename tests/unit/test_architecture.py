@@ -28,6 +28,8 @@ PUBLIC_API: dict[str, frozenset[str]] = {
     "evaluator": frozenset({"service"}),
     # history.wire maps the MCP tools' argument names to service calls; the agents' toolbox asks the same way.
     "history": frozenset({"service", "wire"}),
+    # jobs.runner drains one resource's jobs in the caller's thread (sync_repo, `codewell repos add`).
+    "jobs": frozenset({"service", "runner"}),
     "licensing": frozenset({"service"}),
     "mcp": frozenset(),
     "nls": frozenset({"service"}),
@@ -97,3 +99,37 @@ def test_the_public_api_table_names_existing_modules() -> None:
         for module in modules:
             if (PACKAGE / capability).is_dir() and (PACKAGE / capability / "capability.py").exists():
                 assert (PACKAGE / capability / (module.replace(".", "/") + ".py")).exists(), (capability, module)
+
+
+def jobs_table() -> str:
+    """docs/architecture.md's events → jobs table, as the declared job kinds say it must read."""
+    lines = ["| capability | job kind | enqueued by | lock | what it does |", "|---|---|---|---|---|"]
+    for capability in CAPABILITIES:
+        for kind in capability.jobs:
+            causes = [f"`{event}`" for event in kind.on]
+            if kind.every is not None:
+                causes.append(f"every {kind.every:g} s")
+            if kind.enqueued_by:
+                causes.append(kind.enqueued_by)
+            lines.append(
+                f"| {capability.name} | `{kind.name}` | {'; '.join(causes) or '-'} | `{kind.lock_name}` "
+                f"| {kind.description} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def test_the_architecture_doc_lists_every_job_kind_and_what_enqueues_it() -> None:
+    text = (PACKAGE.parent.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    start = text.index("<!-- jobs-table:")
+    start = text.index("\n", start) + 1
+    documented = text[start : text.index("<!-- /jobs-table -->")]
+    expected = jobs_table()
+    assert documented == expected, "docs/architecture.md's jobs table is stale; it must read:\n" + expected
+
+
+def test_job_kinds_are_named_after_their_capability_and_unique() -> None:
+    names = [kind.name for capability in CAPABILITIES for kind in capability.jobs]
+    assert len(names) == len(set(names))
+    for capability in CAPABILITIES:
+        for kind in capability.jobs:
+            assert kind.name.startswith(capability.name + "."), kind.name

@@ -2,10 +2,13 @@
 
 Conversations belong to users: `ask` and `list` act as `--user NAME`; the other commands act as that user
 when given, else as the service itself (which may read and change every conversation). `ask` answers the
-question in this process and waits for it (`--no-wait` leaves it to the server's workers).
+question in this process (unless a job runner took it first) and waits for it (`--no-wait` leaves it to the
+job runners of `codewell serve` or `codewell worker`).
 """
 
 from __future__ import annotations
+
+import time
 
 import click
 
@@ -46,13 +49,15 @@ def ask(
 ) -> None:
     """Ask a deep search question (or a follow-up with --in) and print the answer."""
     runtime = open_runtime(ctx)
-    runtime.get(DeepSearchJobs).autostart = not no_wait
     actor = _actor(runtime, username)
     service = runtime.get(AgentService)
     text = " ".join(question)
     view = service.follow_up(actor, identifier, text) if identifier else service.deepsearch(actor, text)
     if not no_wait:
-        view = service.wait(actor, view, timeout)
+        # Answered here unless a job runner (a server, a worker) took it first; then wait for that one.
+        started = time.monotonic()
+        runtime.get(DeepSearchJobs).answer_now(view.conversation.questions[-1].id, timeout)
+        view = service.wait(actor, view, max(0.0, timeout - (time.monotonic() - started)))
     click.echo(render_link(view) if view.conversation.is_open else render_conversation(view), nl=False)
 
 

@@ -5,7 +5,8 @@ conditional UPDATE, so that it is atomic on SQLite and PostgreSQL alike:
 
 - one open question per conversation: a follow-up is accepted only by
   `UPDATE conversations SET active_position = :next WHERE id = :id AND active_position IS NULL`;
-- a job is claimed with `UPDATE jobs SET lease... WHERE id = :id AND (queued and due, or leased and expired)`;
+- a question's job is claimed with `UPDATE jobs SET lease... WHERE id = :id AND (queued and due, or leased and
+  expired)` (by the `agents.deepsearch` job of codewell.jobs that answers it: agents/jobs.py);
 - an answer is stored only while its question is still `processing` (a cancelled question stays cancelled).
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -137,9 +138,15 @@ def _question(row: QuestionRow) -> Question:
     )  # fmt: skip
 
 
+# Called in the transaction that queues a question (its session and the question's id): the durable job that
+# answers it is enqueued there, so that a question and its job exist together or not at all.
+OnQueued = Callable[[Session, int], None]
+
+
 class ConversationStore:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, on_queued: OnQueued | None = None) -> None:
         self.db = db
+        self.on_queued = on_queued
 
     # -- reading ----------------------------------------------------------------------------------------------
     def _load(self, session: Session, row: ConversationRow) -> Conversation:
@@ -249,8 +256,7 @@ class ConversationStore:
             assert row is not None
             return self._load(session, row)
 
-    @staticmethod
-    def _add_question(session: Session, conversation_id: int, position: int, text: str, now: datetime) -> None:
+    def _add_question(self, session: Session, conversation_id: int, position: int, text: str, now: datetime) -> None:
         question = QuestionRow(
             conversation_id=conversation_id, position=position, question=text, status=PENDING, answer="",
             sources="[]", notice="", author="", model=None, elapsed_ms=0, tool_calls=0, input_tokens=0,
@@ -259,6 +265,8 @@ class ConversationStore:
         session.add(question)
         session.flush()
         session.add(JobRow(question_id=question.id, state=QUEUED, attempts=0, run_after=now, created_at=now))
+        if self.on_queued is not None:
+            self.on_queued(session, question.id)
 
     # -- owner's changes ------------------------------------------------------------------------------------
     def cancel(self, conversation_id: int) -> int:
@@ -329,6 +337,45 @@ class ConversationStore:
                     assert row is not None
                     return ClaimedJob(row.id, row.question_id, row.attempts)
         return None
+
+    def claim_question(self, owner: str, question_id: int, lease_seconds: float) -> ClaimedJob | None:
+        """Lease the job of one question when it is claimable (queued and due, or its worker's lease expired);
+        None when it is done, gone, or leased by a live worker."""
+        now = utcnow()
+        claimable = or_(
+            and_(JobRow.state == QUEUED, JobRow.run_after <= now),
+            and_(JobRow.state == RUNNING, JobRow.lease_expires_at < now),
+        )
+        with self.db.session() as session:
+            job_id = session.scalar(select(JobRow.id).where(JobRow.question_id == question_id, claimable).limit(1))
+        if job_id is None:
+            return None
+        with self.db.session() as session:
+            taken = session.execute(
+                update(JobRow)
+                .where(JobRow.id == job_id, claimable)
+                .values(
+                    state=RUNNING,
+                    lease_owner=owner,
+                    lease_expires_at=now + timedelta(seconds=lease_seconds),
+                    attempts=JobRow.attempts + 1,
+                )
+            )
+            if taken.rowcount != 1:  # type: ignore[attr-defined]
+                return None  # another worker claimed it first
+            row = session.get(JobRow, job_id)
+            assert row is not None
+            return ClaimedJob(row.id, row.question_id, row.attempts)
+
+    def claimable_questions(self, limit: int = 500) -> list[int]:
+        """Questions whose job is due (queued) or was left by a dead worker (lease expired), oldest first."""
+        now = utcnow()
+        claimable = or_(
+            and_(JobRow.state == QUEUED, JobRow.run_after <= now),
+            and_(JobRow.state == RUNNING, JobRow.lease_expires_at < now),
+        )
+        with self.db.session() as session:
+            return list(session.scalars(select(JobRow.question_id).where(claimable).order_by(JobRow.id).limit(limit)))
 
     def renew(self, owner: str, job_ids: Sequence[int], lease_seconds: float) -> None:
         if not job_ids:

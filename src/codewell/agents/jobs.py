@@ -1,11 +1,17 @@
-"""Deep search answers in the background: jobs in the database, a few worker threads, leases.
+"""Deep search answers in the background, as jobs of codewell.jobs.
 
-Each question has a job row. A worker thread claims a due job with a lease (one conditional UPDATE, see
-`conversations.ConversationStore.claim`), a heartbeat thread renews the leases of the jobs this process
-works on, and the answer is stored only while the question is still `processing` (a cancel wins). When a
-process dies its leases expire and any worker (of this or another process, after a restart) takes the job
-over; a job claimed more than `deepSearch.maxAttempts` times fails with the reason `interrupted`, so a
-question never hangs in `processing`.
+Queueing a question (`ConversationStore.create` / `add_question`) enqueues the job `agents.deepsearch` (resource
+`question:<id>`) in the same transaction. Whichever process runs jobs (`codewell serve` without `--no-jobs`,
+or any `codewell worker`) claims it and answers the question: the web process starts no worker threads of
+its own. The conversation tables stay the truth users see: the handler leases the question's own job row
+(one conditional UPDATE, see `conversations.ConversationStore.claim_question`, renewed while the agent works),
+so that a question is answered at most once at a time, even beside an older version's workers, and the answer
+is stored only while the question is still `processing` (a cancel wins). When a process dies both leases
+expire and the job is run again (`agents.deepsearch_sweep` re-enqueues questions whose own lease ran out, and
+questions queued before this version); a question claimed more than `deepSearch.maxAttempts` times fails
+with the reason `interrupted`, so a question never hangs in `processing`. An operator's cancel of the job
+(`codewell jobs cancel`) and the owner's cancel of the question both stop it before anything is stored or
+charged.
 
 Metering: an answer costs `AgentStats.credits` (when the agent counted them) or `deepSearch.creditsPerAnswer`,
 consumed through `LicensingService.consume(actor, "deepsearch", n)` before the answer is stored: all or
@@ -15,24 +21,28 @@ starts too, so that an exhausted instance does not run agents it cannot pay for)
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Self
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Self
+
+from sqlalchemy.orm import Session
 
 from codewell.accounts.service import AccountService
 from codewell.agents import answering
 from codewell.agents.answers import AgentAnswer
 from codewell.agents.conversations import ClaimedJob, ConversationStore
 from codewell.analytics.credits import CreditService
+from codewell.capability import JobKind, JobRun
 from codewell.core.actors import INTERNAL, Actor
 from codewell.core.errors import CodewellError, NotFound, QuotaExceeded
 from codewell.db.base import utcnow
+from codewell.jobs.runner import JobRunner, drain
+from codewell.jobs.service import PRIORITY_EVENT, PRIORITY_PERSON, JobService
 from codewell.licensing.service import FeatureNotLicensed, LicensingService
 
 if TYPE_CHECKING:
@@ -41,8 +51,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FEATURE = "deepsearch"
-# How often an idle worker looks for jobs that no notification announced (other processes, expired leases).
-POLL_SECONDS = 2.0
+KIND = "agents.deepsearch"
+SWEEP = "agents.deepsearch_sweep"
+# How often questions whose worker died (or queued by an older version) are queued again as jobs.
+SWEEP_SECONDS = 30.0
+OPERATOR_CANCEL = "cancelled by an operator"
+# Whether the job this thread just ran answered a question (`run_one` skips the jobs that found nothing to do).
+_ANSWERED = threading.local()
 # The answering agent gets the asker's repository permissions and read-only actions (the `mcp` scope).
 AGENT_SCOPES = frozenset({"mcp"})
 
@@ -60,19 +75,15 @@ def answer_with_agents(
 
 
 class DeepSearchJobs:
-    """The worker pool of this process (started by the server's background loop, or on the first question)."""
+    """Answering deep search questions: the handler of the `agents.deepsearch` job, and `run_one`/`run_pending`
+    to answer due questions in the calling thread (tests, `codewell deepsearch ask` without a server)."""
 
-    def __init__(self, runtime: Runtime, answerer: Answerer = answer_with_agents, *, autostart: bool = True) -> None:
+    def __init__(self, runtime: Runtime, answerer: Answerer = answer_with_agents) -> None:
         self.runtime = runtime
         self.answerer = answerer
-        self.autostart = autostart
         self.store = ConversationStore(runtime.db)
+        # The lease owner of the question rows this process answers.
         self.owner = f"{socket.gethostname()[:30]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._active: dict[int, ClaimedJob] = {}
         # Notified whenever a question of this process finishes (waiters re-read the database).
         self.finished = threading.Condition()
 
@@ -80,84 +91,74 @@ class DeepSearchJobs:
     def create(cls, runtime: Runtime) -> Self:
         return cls(runtime)
 
-    @property
-    def running(self) -> bool:
-        return bool(self._threads) and not self._stop.is_set()
+    # -- the jobs -------------------------------------------------------------------------------------------
+    def enqueue(self, session: Session, question_id: int) -> None:
+        """Queue the job answering `question_id` in the caller's transaction (the store's `on_queued`)."""
+        self.runtime.get(JobService).enqueue(
+            KIND,
+            question_resource(question_id),
+            {"question_id": question_id},
+            priority=PRIORITY_PERSON,
+            cause="deepsearch.asked",
+            session=session,
+        )
 
-    def start(self) -> None:
-        """Start the worker threads and the lease heartbeat (idempotent)."""
-        with self._lock:
-            if self._threads or self._stop.is_set():
-                return
-            count = self.runtime.config.deep_search.workers
-            for n in range(count):
-                thread = threading.Thread(target=self._work, name=f"deepsearch-worker-{n}", daemon=True)
-                self._threads.append(thread)
-            self._threads.append(threading.Thread(target=self._heartbeat, name="deepsearch-leases", daemon=True))
-            for thread in self._threads:
-                thread.start()
+    def sweep(self) -> int:
+        """Enqueue the job of every question whose own job row is claimable: queued before jobs existed, or left
+        by a worker that died (lease expired). A queued job of the question is superseded, not duplicated."""
+        questions = self.store.claimable_questions()
+        self.runtime.get(JobService).enqueue_many(
+            KIND,
+            [(question_resource(q), {"question_id": q}) for q in questions],
+            priority=PRIORITY_EVENT,
+            cause="sweep",
+        )
+        return len(questions)
 
-    def notify(self) -> None:
-        """A job was queued: wake an idle worker (and start the pool when it is not running yet)."""
-        if self.autostart:
-            self.start()
-        self._wake.set()
-
-    def close(self) -> None:
-        """Stop the threads; jobs in flight keep their lease and are taken over after it expires."""
-        self._stop.set()
-        self._wake.set()
-        deadline = time.monotonic() + 5  # an answer in progress is not waited for: its lease will expire
-        for thread in self._threads:
-            thread.join(timeout=max(0.0, deadline - time.monotonic()))
-
-    # -- the threads ----------------------------------------------------------------------------------------
-    def _work(self) -> None:
-        while not self._stop.is_set():
-            try:
-                ran = self.run_one()
-            except Exception:
-                log.exception("deep search worker failed; retrying")
-                ran = False
-            if not ran:
-                self._wake.wait(POLL_SECONDS)
-                self._wake.clear()
-
-    def _heartbeat(self) -> None:
-        while not self._stop.wait(self.runtime.config.deep_search.lease_seconds / 3):
-            with self._lock:
-                ids = list(self._active)
-            try:
-                self.store.renew(self.owner, ids, self.runtime.config.deep_search.lease_seconds)
-            except Exception:
-                log.exception("renewing deep search leases failed")
-
-    # -- one job --------------------------------------------------------------------------------------------
-    def run_one(self) -> bool:
-        """Claim and answer one due job in this thread; False when there was none."""
+    def handle(self, job: JobRun) -> Mapping[str, Any]:
+        """The `agents.deepsearch` handler: lease the question's row and answer it (every outcome is stored on
+        the question; nothing is raised, so the jobs layer never retries an answer that failed for a reason)."""
+        question_id = int(job.payload["question_id"])
         config = self.runtime.config.deep_search
-        job = self.store.claim(self.owner, config.lease_seconds)
-        if job is None:
-            return False
-        with self._lock:
-            self._active[job.id] = job
+        claimed = self.store.claim_question(self.owner, question_id, config.lease_seconds)
+        if claimed is None:
+            # Answered, cancelled or deleted meanwhile, or answered by a live worker elsewhere (should that one
+            # die, its lease expires and the sweep queues the question again).
+            return {"skipped": "the question is not open for answering"}
+        _ANSWERED.ran = True
         try:
-            self._answer(job)
+            with _QuestionLease(self.store, self.owner, claimed, config.lease_seconds):
+                self._answer(claimed, lambda: job.cancelled)
         finally:
-            with self._lock:
-                self._active.pop(job.id, None)
             with self.finished:
                 self.finished.notify_all()
-        return True
+        found = self.store.question(question_id)
+        return {"status": found.status if found is not None else "deleted"}
+
+    def answer_now(self, question_id: int, timeout: float) -> None:
+        """Answer one question in this thread unless another process is (then wait for it), up to `timeout`."""
+        drain(self.runtime, question_resource(question_id), timeout=timeout)
+
+    # -- in the calling thread ------------------------------------------------------------------------------
+    def run_one(self) -> bool:
+        """Answer one due question in this thread, through the jobs layer; False when there was none."""
+        self.sweep()
+        runner = JobRunner(self.runtime, role="deepsearch", kinds=frozenset({KIND}))
+        while True:
+            _ANSWERED.ran = False
+            if not runner.run_one():
+                return False
+            if _ANSWERED.ran:
+                return True
 
     def run_pending(self) -> int:
-        """Answer every due job in this thread (the CLI without a server); how many ran."""
+        """Answer every due question in this thread; how many ran."""
         count = 0
         while self.run_one():
             count += 1
         return count
 
-    def _answer(self, job: ClaimedJob) -> None:
+    def _answer(self, job: ClaimedJob, cancelled: Callable[[], bool]) -> None:
         config = self.runtime.config.deep_search
         if job.attempts > config.max_attempts:
             interrupted = job.attempts - 1
@@ -183,6 +184,9 @@ class DeepSearchJobs:
         if refusal is not None:
             self.store.fail(job, refusal[0], refusal[1])
             return
+        if cancelled():
+            self.store.fail(job, "cancelled", OPERATOR_CANCEL)
+            return
         started = time.monotonic()
         history = self.store.history(job.question_id)
         try:
@@ -197,6 +201,9 @@ class DeepSearchJobs:
             return
         if not self.store.is_processing(job.question_id):
             self.store.fail(job, "cancelled", "cancelled")  # cancelled while answering: nothing stored or charged
+            return
+        if cancelled():
+            self.store.fail(job, "cancelled", OPERATOR_CANCEL, _ms(started))  # nothing stored or charged
             return
         amount = answer.stats.credits if answer.stats.credits > 0 else config.credits_per_answer
         try:
@@ -235,12 +242,63 @@ def _ms(started: float) -> int:
     return round((time.monotonic() - started) * 1000)
 
 
-async def worker_loop(runtime: Runtime) -> None:
-    """The server's background task: run the pool for the server's lifetime (resuming jobs left by a crash)."""
-    jobs = runtime.get(DeepSearchJobs)
-    jobs.start()
-    try:
-        while True:
-            await asyncio.sleep(3600)
-    finally:
-        await asyncio.to_thread(jobs.close)
+class _QuestionLease:
+    """Renews the lease of the question's own row while its answer runs (the jobs layer renews the job's)."""
+
+    def __init__(self, store: ConversationStore, owner: str, job: ClaimedJob, lease_seconds: float) -> None:
+        self.store = store
+        self.owner = owner
+        self.job = job
+        self.lease_seconds = lease_seconds
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"deepsearch-lease-{job.id}", daemon=True)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.lease_seconds / 3):
+            try:
+                self.store.renew(self.owner, [self.job.id], self.lease_seconds)
+            except Exception:
+                log.exception("renewing the lease of deep search question %s failed", self.job.question_id)
+
+
+def question_resource(question_id: int) -> str:
+    return f"question:{question_id}"
+
+
+def answer(runtime: Runtime, job: JobRun) -> Mapping[str, Any]:
+    return runtime.get(DeepSearchJobs).handle(job)
+
+
+def sweep(runtime: Runtime, _job: JobRun) -> Mapping[str, Any]:
+    queued = runtime.get(DeepSearchJobs).sweep()
+    return {"queued": queued} if queued else {}
+
+
+JOB_KINDS: list[JobKind] = [
+    # Outcomes are stored on the question and never raised: attempts count only interrupted runs (a process
+    # that died), and the question's own `deepSearch.maxAttempts` gives up first.
+    JobKind(
+        KIND,
+        answer,
+        "answer a deep search question",
+        lease_seconds=60.0,
+        max_attempts=50,
+        long_running=True,
+        enqueued_by="a question or follow-up (in its row's transaction), `agents.deepsearch_sweep`",
+    ),
+    JobKind(
+        SWEEP,
+        sweep,
+        "queue deep search questions left by a dead worker or queued before jobs existed",
+        every=SWEEP_SECONDS,
+        lease_seconds=60.0,
+    ),
+]

@@ -20,14 +20,17 @@ import uuid
 from typing import TYPE_CHECKING, Self
 from urllib.parse import urlsplit
 
+from sqlalchemy.orm import Session
+
 from codewell.agents import finder
 from codewell.agents.answers import AgentAnswer
 from codewell.agents.conversations import Conversation, ConversationStore, check_question
-from codewell.agents.jobs import FEATURE, DeepSearchJobs
+from codewell.agents.jobs import FEATURE, DeepSearchJobs, question_resource
 from codewell.agents.render import ConversationView
 from codewell.authz import Action, UserRef, allowed, ensure
 from codewell.core.actors import INTERNAL, Actor
 from codewell.core.errors import InvalidInput, NotFound, PermissionDenied
+from codewell.jobs.service import JobService
 from codewell.licensing.service import LicensingService
 from codewell.repos.service import RepoService
 
@@ -67,7 +70,8 @@ Visibility = tuple[frozenset[str], tuple[str, ...]]
 class AgentService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
-        self.store = ConversationStore(runtime.db)
+        # Queueing a question enqueues the job that answers it, in the same transaction (agents/jobs.py).
+        self.store = ConversationStore(runtime.db, on_queued=self._queue_answer)
         self._waiting = 0
         self._waiting_lock = threading.Lock()
 
@@ -78,6 +82,10 @@ class AgentService:
     @property
     def jobs(self) -> DeepSearchJobs:
         return self.runtime.get(DeepSearchJobs)
+
+    def _queue_answer(self, session: Session, question_id: int) -> None:
+        # Looked up at each call: tests install their own DeepSearchJobs (answerer) in the runtime.
+        self.jobs.enqueue(session, question_id)
 
     # -- code_finder ----------------------------------------------------------------------------------------
     def code_finder(self, actor: Actor, task: str, revision: str | None = None) -> AgentAnswer:
@@ -93,7 +101,6 @@ class AgentService:
         owner = self._user_id(actor)
         self.runtime.get(LicensingService).require_feature(FEATURE)
         conversation = self.store.create(owner, text)
-        self.jobs.notify()
         return self._view(actor, conversation)
 
     def follow_up(self, actor: Actor, identifier: str, question: str) -> ConversationView:
@@ -107,7 +114,6 @@ class AgentService:
             )
         self.runtime.get(LicensingService).require_feature(FEATURE)
         updated = self.store.add_question(conversation.id, text, self.runtime.config.deep_search.max_questions)
-        self.jobs.notify()
         return self._view(actor, updated)
 
     # -- reading --------------------------------------------------------------------------------------------
@@ -161,12 +167,20 @@ class AgentService:
         conversation = self._find(actor, identifier)
         ensure(actor, Action.DEEPSEARCH_MANAGE, UserRef(conversation.owner_id))
         self.store.cancel(conversation.id)
+        self._cancel_jobs(conversation)
         return self._view(actor, self._reload(conversation))
 
     def delete(self, actor: Actor, identifier: str) -> None:
         conversation = self._find(actor, identifier)
         ensure(actor, Action.DEEPSEARCH_MANAGE, UserRef(conversation.owner_id))
         self.store.delete(conversation.id)
+        self._cancel_jobs(conversation)
+
+    def _cancel_jobs(self, conversation: Conversation) -> None:
+        """The queued jobs of the conversation's open questions end now; a running one stops before it stores."""
+        for question in conversation.questions:
+            if question.is_open:
+                self.runtime.get(JobService).cancel_resource(question_resource(question.id))
 
     def share(self, actor: Actor, identifier: str) -> ConversationView:
         """Turn on the shared link (kept when it exists); only while `deepSearch.sharing.enabled`."""
@@ -237,9 +251,11 @@ class AgentService:
     def _visibility(self, actor: Actor) -> Visibility:
         """(names the reader may read, names of every other repository), looked up once per page."""
         repos = self.runtime.get(RepoService)
-        # The cheap (id, name, ...) rows rather than full records with sync state: this runs per page view.
-        readable = frozenset(r.name for r in repos.readable_refs(actor))
-        return readable, tuple(r.name for r in repos.readable_refs(INTERNAL) if r.name not in readable)
+        # The cheap (id, name, ...) rows rather than full records with sync state: this runs per page view. One
+        # listing of every repository split by the reader's ids, rather than a second listing for the reader.
+        ids = repos.readable_ids(actor)
+        everyone = repos.readable_refs(INTERNAL)
+        return frozenset(r.name for r in everyone if r.id in ids), tuple(r.name for r in everyone if r.id not in ids)
 
     def _withheld(
         self, actor: Actor, conversation: Conversation, visibility: Visibility | None = None

@@ -33,6 +33,9 @@ class Action(StrEnum):
     REPOS_READ_ALL = "repos:read-all"
     REPOS_MANAGE = "repos:manage"
     SEARCH_INDEX = "search:index"
+    # The background job queue: reading it (queue depth, failures with their reasons) and acting on it.
+    JOBS_READ = "jobs:read"
+    JOBS_MANAGE = "jobs:manage"
     METRICS_READ = "metrics:read"
     MCP_ACCESS = "mcp:access"
     SCRIPTS_RUN = "scripts:run"
@@ -126,6 +129,8 @@ RULES: dict[Action, Rule] = {
     Action.REPOS_READ_ALL: Rule(Who.SITE_ADMIN, R, "only site admins can read every repository", _ASK_ADMIN),
     Action.REPOS_MANAGE: Rule(Who.SITE_ADMIN, C, "only site admins may do this", _ASK_ADMIN),
     Action.SEARCH_INDEX: Rule(Who.SITE_ADMIN, C, "only site admins may index repositories", _ASK_ADMIN),
+    Action.JOBS_READ: Rule(Who.SITE_ADMIN, R, "only site admins can see background jobs", _ASK_ADMIN),
+    Action.JOBS_MANAGE: Rule(Who.SITE_ADMIN, C, "only site admins can cancel or retry background jobs", _ASK_ADMIN),
     Action.METRICS_READ: Rule(Who.SITE_ADMIN, R, "Only site admins and the metrics token can read /metrics."),
     Action.MCP_ACCESS: Rule(
         Who.ROLE,

@@ -49,15 +49,44 @@ def cli(ctx: click.Context, data_dir: str | None, database_url: str | None) -> N
     show_default=True,
     help="Apply pending database migrations before serving.",
 )
+@click.option(
+    "--jobs/--no-jobs",
+    default=True,
+    show_default=True,
+    help="Run background jobs (syncs, indexing); --no-jobs makes a web replica beside `codewell worker` processes.",
+)
+@click.option(
+    "--job-threads",
+    type=click.IntRange(1, 64),
+    help="Threads running jobs in this process [default: 3 per core: jobs wait on git, disk and the database].",
+)
+@click.option(
+    "--job-processes",
+    type=click.IntRange(0, 64),
+    help="`codewell worker` child processes running jobs beside this one [default: one per further core].",
+)
 @click.pass_context
 @handle_errors
 def serve(
-    ctx: click.Context, host: str | None, port: int | None, log_format: str | None, demo: bool, migrate: bool
+    ctx: click.Context,
+    host: str | None,
+    port: int | None,
+    log_format: str | None,
+    demo: bool,
+    migrate: bool,
+    jobs: bool,
+    job_threads: int | None,
+    job_processes: int | None,
 ) -> None:
-    """Initialise the data dir and database if needed, then serve HTTP."""
+    """Initialise the data dir and database if needed, then serve HTTP (and run background jobs)."""
     settings = settings_from_context(ctx, host=host, port=port, log_format=log_format)
     configure_logging(settings.log_format, settings.log_level)
     runtime = open_runtime(ctx, migrate=migrate, host=host, port=port, log_format=log_format)
+    runtime.run_jobs = jobs
+    if job_threads is not None:
+        runtime.job_threads = job_threads
+    if job_processes is not None:
+        runtime.job_processes = job_processes
     for line in run_bootstrap(runtime, demo):
         click.echo(line)
     click.echo(f"codewell {__version__} serving on {runtime.external_url} (data: {settings.data_dir})")

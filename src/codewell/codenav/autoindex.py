@@ -2,9 +2,10 @@
 
 Off unless site config `codeIntel.autoIndexing.enabled` says so, and only with indexers an admin installed
 (`codeIntel.autoIndexing.indexers`: absolute paths of the executables; codewell downloads nothing). After search
-indexes a repository (an index listener, in the indexing thread), each branch commit without an upload, and
-without a failure under the same indexers, is queued; that check is two indexed queries, and everything else
-happens in one background worker thread, one job at a time, because an indexer can take minutes.
+indexes a repository (`search.indexed`), the durable job `codenav.autoindex` of that repository (codenav/jobs.py;
+run by `codewell serve` or any `codewell worker`, at most one per repository at a time, and queued work survives
+restarts) indexes each branch commit without an upload, and without a failure under the same indexers, one
+after the other; within a process one indexer runs at a time, because an indexer can take minutes.
 
 A job, in a fresh temporary directory:
 - `git archive` of the commit, extracted there (never the mirror itself: no hooks, no work tree of ours;
@@ -39,7 +40,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,14 +55,14 @@ from codewell.codenav.models import AutoIndexFailure
 from codewell.codenav.precise import AUTO, PreciseService, UploadSummary, format_size
 from codewell.config.schema import AutoIndexingConfig
 from codewell.core.actors import INTERNAL, Actor
-from codewell.core.errors import InvalidInput, NotFound
+from codewell.core.errors import CodewellError, InvalidInput, NotFound
 from codewell.repos.git import GitCommandError, run_git, walk_blobs
 from codewell.repos.service import Repo, RepoService
 
 if TYPE_CHECKING:
     from codewell.runtime import Runtime
 
-__all__ = ["AutoIndexService", "FailureInfo", "JobResult", "detect_languages"]
+__all__ = ["AutoIndexService", "FailureInfo", "Interrupted", "JobResult", "detect_languages"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,8 @@ _TAIL_BYTES = 64 << 10
 # ... and what a failure records of it.
 TAIL_LINES = 20
 TAIL_CHARS = 4000
+# How often a running indexer's job is asked whether it was cancelled.
+CANCEL_POLL_SECONDS = 0.5
 _TS_SOURCES = (".ts", ".tsx", ".mts", ".cts", ".js", ".jsx", ".mjs", ".cjs")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f]")
 # Sets the limits, then becomes the indexer (same pid, so the process group we kill is the indexer's).
@@ -122,7 +125,13 @@ class _Failed(Exception):
 
 
 class _Cancelled(Exception):
-    """The service is closing: the job's indexer was killed; nothing is recorded (the next index retries)."""
+    """The job was cancelled or the service is closing: the indexer was killed; nothing is recorded."""
+
+
+class Interrupted(CodewellError):
+    """The process is shutting down: the job's indexer was killed and nothing was recorded. Raised out of the
+    job handler so that the jobs layer queues the job again (another process, or this one after a restart,
+    indexes the commit) instead of marking it done."""
 
 
 def detect_languages(paths: Iterable[str]) -> set[str]:
@@ -181,19 +190,15 @@ def _indexers_key(config: AutoIndexingConfig) -> str:
 
 
 class AutoIndexService:
-    """Auto-indexing jobs: queued by search's index listener, run one at a time by a background thread."""
+    """Auto-indexing: which commits a `codenav.autoindex` job indexes, and running one indexer job."""
 
     def __init__(self, runtime: Runtime, work_root: Path) -> None:
         self.runtime = runtime
         self.work_root = work_root
         self._cond = threading.Condition()
-        self._queue: deque[tuple[Repo, str]] = deque()
-        self._pending: set[tuple[int, str]] = set()
-        self._running = False
-        self._thread: threading.Thread | None = None
         self._closing = False
         self._process: subprocess.Popen[bytes] | None = None
-        # One indexer per process at a time: the worker's jobs and `codewell codeintel autoindex` alike.
+        # One indexer per process at a time: jobs of every repository and `codewell codeintel autoindex` alike.
         self._run_lock = threading.Lock()
 
     @classmethod
@@ -212,109 +217,87 @@ class AutoIndexService:
     def config(self) -> AutoIndexingConfig:
         return self.runtime.config.code_intel_auto_indexing
 
-    # --- queue -----------------------------------------------------------------------------------------
+    # --- the job ---------------------------------------------------------------------------------------
 
-    def on_indexed(self, repo: Repo, branches: dict[str, str]) -> None:
-        """Search index listener: queue each branch commit that has no upload yet (when auto-indexing is on)."""
+    def due(self, repo: Repo, branches: Mapping[str, str]) -> list[str]:
+        """The branch commits to index (when auto-indexing is on): no upload yet, no failure under the same
+        indexers. Two indexed queries per commit."""
         config = self.config
         if not config.enabled:
-            return
+            return []
         key = _indexers_key(config)
-        for commit in sorted(set(branches.values())):
-            if self.precise.has_upload(repo, commit) or self._failed_with(repo.id, commit, key):
-                continue
-            self._enqueue(repo, commit)
+        return [
+            commit
+            for commit in sorted(set(branches.values()))
+            if not self.precise.has_upload(repo, commit) and not self._failed_with(repo.id, commit, key)
+        ]
 
-    def _enqueue(self, repo: Repo, commit: str) -> None:
-        with self._cond:
-            if self._closing or (repo.id, commit) in self._pending:
-                return
-            self._pending.add((repo.id, commit))
-            self._queue.append((repo, commit))
-            if self._thread is None:
-                # A daemon: a command-line process exits without waiting for a job (close() kills the indexer).
-                self._thread = threading.Thread(target=self._work, name="codenav-autoindex", daemon=True)
-                self._thread.start()
-            self._cond.notify_all()
+    def index_due(
+        self,
+        repo: Repo,
+        branches: Mapping[str, str],
+        *,
+        cancelled: Callable[[], bool] = lambda: False,
+        progress: Callable[[int, int, str], None] | None = None,
+    ) -> list[JobResult]:
+        """The work of a `codenav.autoindex` job: index each due commit of `branches`, one after the other.
 
-    def pending(self) -> list[tuple[str, str]]:
-        """(repository, commit) of the queued jobs, oldest first (not the one running)."""
-        with self._cond:
-            return [(repo.name, commit) for repo, commit in self._queue]
+        Stops early when `cancelled()` turns true (an operator's cancel: the running indexer is killed, nothing
+        is recorded). Raises `Interrupted` when the service closes meanwhile (shutdown)."""
+        commits = self.due(repo, branches)
+        results: list[JobResult] = []
+        for done, commit in enumerate(commits):
+            if cancelled():
+                break
+            if progress is not None:
+                progress(done, len(commits), f"indexing {commit[:12]}")
+            result = self._queued_job(repo, commit, cancelled)
+            if result is not None:
+                results.append(result)
+        return results
 
-    def wait_idle(self, timeout: float) -> bool:
-        """Wait until no job is queued or running; False when `timeout` seconds passed first."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while self._queue or self._running:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._cond.wait(left)
-        return True
-
-    def _work(self) -> None:
-        while True:
-            with self._cond:
-                while not self._queue and not self._closing:
-                    self._cond.wait()
-                if self._closing:
-                    return
-                repo, commit = self._queue.popleft()
-                self._running = True
-            try:
-                self._queued_job(repo, commit)
-            except Exception:
-                log.exception("auto-indexing job failed", extra={"repo": repo.name, "commit": commit})
-            finally:
-                with self._cond:
-                    self._pending.discard((repo.id, commit))
-                    self._running = False
-                    self._cond.notify_all()
-
-    def _queued_job(self, repo: Repo, commit: str) -> None:
+    def _queued_job(self, repo: Repo, commit: str, cancelled: Callable[[], bool]) -> JobResult | None:
         config = self.config
         # The situation may have changed while the job waited: auto-indexing turned off, a CI upload arrived.
         if not config.enabled or self.precise.has_upload(repo, commit):
-            return
+            return None
         try:
             current = self.repos.get(INTERNAL, repo.name)
         except NotFound:
-            return  # removed meanwhile
+            return None  # removed meanwhile
         if current.id != repo.id:
-            return
+            return None
         try:
-            result = self._run(current, commit, config)
+            result = self._run(current, commit, config, cancelled)
         except NotFound:
-            return  # the repository or commit went away while the job ran
+            return None  # the repository or commit went away while the job ran
+        if result.reason == "cancelled" and self._closing:
+            raise Interrupted(
+                "auto-indexing was interrupted by a shutdown",
+                hint="the job runs again (here after a restart, or elsewhere)",
+            )
         if result.ok:
             log.info("auto-indexed", extra={"repo": repo.name, "commit": commit, "seconds": round(result.seconds, 2)})
-        elif result.languages:
+        elif result.languages and result.reason != "cancelled":
             log.warning(
                 "auto-indexing failed: %s",
                 result.reason,
                 extra={"repo": repo.name, "commit": commit, "exit_code": result.exit_code},
             )
+        return result
 
     def close(self) -> None:
-        """Stop the worker: queued jobs are dropped and a running indexer is killed (nothing is recorded)."""
+        """Shutting down (runtime.close): a running indexer is killed and no other starts; nothing is recorded."""
         with self._cond:
             self._closing = True
-            self._queue.clear()
-            self._cond.notify_all()
-            process, thread = self._process, self._thread
+            process = self._process
         if process is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(10)
 
     def drop(self, repo: Repo) -> None:
-        """Removal listener: forget the repository's failures and queued jobs."""
-        with self._cond:
-            self._queue = deque(item for item in self._queue if item[0].id != repo.id)
-            # A running job of the repository ends on its own: its upload finds the repository gone (NotFound).
-            self._pending = {key for key in self._pending if key[0] != repo.id}
+        """After a repository's removal: forget its failures (its queued jobs are cancelled by the jobs layer; a
+        running one ends on its own: its upload finds the repository gone)."""
         with self.runtime.db.session() as session:
             session.execute(delete(AutoIndexFailure).where(AutoIndexFailure.repo_id == repo.id))
 
@@ -384,9 +367,9 @@ class AutoIndexService:
                 ".typescript (scip-typescript) in the site config",
             )
         resolved = self.repos.resolve(actor, repo, commit)
-        return self._run(resolved.repo, resolved.commit, config)
+        return self._run(resolved.repo, resolved.commit, config, lambda: False)
 
-    def _run(self, repo: Repo, commit: str, config: AutoIndexingConfig) -> JobResult:
+    def _run(self, repo: Repo, commit: str, config: AutoIndexingConfig, cancelled: Callable[[], bool]) -> JobResult:
         started = time.monotonic()
         key = _indexers_key(config)
         languages: list[str] = []
@@ -402,7 +385,9 @@ class AutoIndexService:
                 source = job / "src"
                 self._export(repo.mirror_path, commit, job, source, config.timeout_seconds)
                 outputs = [
-                    self._index(language, getattr(config.indexers, language), repo, commit, job, source, config)
+                    self._index(
+                        language, getattr(config.indexers, language), repo, commit, job, source, config, cancelled
+                    )
                     for language in languages
                 ]
                 data = self._combine(outputs)
@@ -487,6 +472,7 @@ class AutoIndexService:
         job: Path,
         source: Path,
         config: AutoIndexingConfig,
+        cancelled: Callable[[], bool],
     ) -> bytes:
         """Run one indexer and return the index it wrote; _Failed otherwise."""
         if not (os.path.isfile(executable) and os.access(executable, os.X_OK)):
@@ -500,6 +486,7 @@ class AutoIndexService:
             job,
             source,
             config.timeout_seconds,
+            cancelled,
         )
         tail = self._scrub(text, job, source)
         if timed_out:
@@ -531,8 +518,12 @@ class AutoIndexService:
             )
         return output.read_bytes()
 
-    def _execute(self, argv: list[str], job: Path, source: Path, timeout: int) -> tuple[int, bool, str]:
-        """Run `argv` in `source` in its own process group: (exit code, timed out, the tail of stderr or stdout)."""
+    def _execute(
+        self, argv: list[str], job: Path, source: Path, timeout: int, cancelled: Callable[[], bool]
+    ) -> tuple[int, bool, str]:
+        """Run `argv` in `source` in its own process group: (exit code, timed out, the tail of stderr or stdout).
+
+        `cancelled()` is asked every CANCEL_POLL_SECONDS: when true, the group is killed and _Cancelled raised."""
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(job), "LANG": "C.UTF-8"}
         stdout: deque[bytes] = deque()
         stderr: deque[bytes] = deque()
@@ -555,11 +546,20 @@ class AutoIndexService:
         ]
         for reader in readers:
             reader.start()
-        timed_out = False
+        timed_out = stopped = False
+        deadline = time.monotonic() + timeout
         try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+            while True:
+                try:
+                    process.wait(timeout=max(0.0, min(CANCEL_POLL_SECONDS, deadline - time.monotonic())))
+                    break
+                except subprocess.TimeoutExpired:
+                    if cancelled():
+                        stopped = True
+                        break
+                    if time.monotonic() >= deadline:
+                        timed_out = True
+                        break
         finally:
             # The whole group, also after a normal exit: nothing the indexer started outlives the job.
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -573,7 +573,7 @@ class AutoIndexService:
             with self._cond:
                 self._process = None
                 closing = self._closing
-        if closing:
+        if closing or stopped:
             raise _Cancelled
         return process.returncode, timed_out, _tail(stderr) or _tail(stdout)
 

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
+from itertools import islice
 from multiprocessing import get_context
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
@@ -710,8 +711,9 @@ class CodeNavService:
 
     def _providers(self, actor: Actor, current: Repo, queries: str, module: str) -> Iterator[tuple[Repo, str, Indexed]]:
         """Readable repositories (other than `current`) that provide `module`, with their indexed default branch."""
-        readable = [r for r in self.repos.readable(actor) if r.id != current.id and r.default_branch and r.cloned]
-        for repo in readable[:MAX_PROVIDER_REPOS]:
+        # Page by page, stopping at the cap: no record (nor stat) for repositories beyond it.
+        readable = (r for r in self.repos.iter_readable(actor) if r.id != current.id and r.default_branch and r.cloned)
+        for repo in islice(readable, MAX_PROVIDER_REPOS):
             try:
                 commit = self.repos.resolve(actor, repo.name).commit
                 tree = pygit2.Repository(str(repo.mirror_path))[commit].peel(pygit2.Tree)
@@ -1364,8 +1366,10 @@ class CodeNavService:
         if not module:
             return []
         out: list[tuple[int, Repo, str, str, list[tuple[int, int]]]] = []
-        readable = [r for r in self.repos.readable(actor) if r.id != target.repo.id and r.default_branch and r.cloned]
-        for repo in readable[:MAX_PROVIDER_REPOS]:
+        readable = (
+            r for r in self.repos.iter_readable(actor) if r.id != target.repo.id and r.default_branch and r.cloned
+        )
+        for repo in islice(readable, MAX_PROVIDER_REPOS):
             try:
                 commit = self.repos.resolve(actor, repo.name).commit
             except (NotFound, InvalidInput):

@@ -23,7 +23,7 @@ class DeepSearchConfig(_Strict):
     # waiting deep searches never take all of the server's worker threads from other tool calls).
     max_waiting_calls: int = Field(8, alias="maxWaitingCalls", ge=0, le=64)
     sharing: DeepSearchSharing = Field(default_factory=DeepSearchSharing)
-    # Background threads answering questions (per server process).
+    # Unused since answers run as jobs (agents/jobs.py); kept so that existing site configs stay valid.
     workers: int = Field(2, ge=1, le=32)
     # Time budget of one answer; the agent stops and answers with what it has.
     answer_seconds: int = Field(300, alias="answerSeconds", ge=5, le=3600)

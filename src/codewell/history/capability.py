@@ -5,15 +5,15 @@ from __future__ import annotations
 from codewell.capability import Capability, templates_of
 from codewell.history import pages, routes
 from codewell.history.cli import history
-from codewell.history.setup import setup
+from codewell.history.jobs import JOB_KINDS
 from codewell.history.tools import TOOLS
 
 CAPABILITY = Capability(
     name="history",
-    setup=setup,
     routes=routes.routes,
     pages=pages.routes,
     tools=TOOLS,
     commands=[history],
     templates=templates_of(__file__),
+    jobs=JOB_KINDS,
 )

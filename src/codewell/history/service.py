@@ -124,7 +124,6 @@ class HistoryService:
         self.indexer = CommitIndexer(runtime.db)
         self.mirrors = diffs.MirrorCache()
         self.scanner = Scanner(runtime.db)
-        self.listening = False  # set by history.setup once the sync listener is registered
 
     @classmethod
     def create(cls, runtime: Runtime) -> Self:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from codewell.capability import Capability, templates_of
 from codewell.licensing import routes
 from codewell.licensing.cli import COMMANDS
+from codewell.licensing.jobs import JOB_KINDS
 from codewell.licensing.setup import setup
 
 CAPABILITY = Capability(
@@ -14,4 +15,5 @@ CAPABILITY = Capability(
     pages=routes.pages,
     commands=COMMANDS,
     templates=templates_of(__file__),
+    jobs=JOB_KINDS,
 )

@@ -1,13 +1,10 @@
-"""Wire licensing into a runtime: the gates lower capabilities ask (they cannot import licensing), the page
-banners, and a loop that allocates each month's credits of the license key in force."""
+"""Wire licensing into a runtime: the gates lower capabilities ask (they cannot import licensing) and the page
+banners. Each month's credits of the license key in force are allocated by a periodic job (licensing/jobs.py)."""
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from typing import Self
 
-import anyio.to_thread
 from starlette.requests import Request
 
 from codewell.accounts.service import AccountService
@@ -17,9 +14,6 @@ from codewell.http.requests import actor_of
 from codewell.http.templates import Notice, PageNotices
 from codewell.licensing.service import LicensingService
 from codewell.runtime import Runtime
-
-log = logging.getLogger(__name__)
-ALLOCATION_INTERVAL = 600.0
 
 
 class LicensingGates:
@@ -52,22 +46,10 @@ class LicensingGates:
 
 
 def setup(runtime: Runtime) -> None:
-    """Register the user limit with accounts, the SAML gate with auth, the analytics API gate, the page
-    banners and the credit allocation loop (idempotent)."""
+    """Register the user limit with accounts, the SAML gate with auth, the analytics API gate and the page
+    banners (idempotent)."""
     gates = runtime.get(LicensingGates)
     runtime.get(AccountService).add_user_limit_check(gates.user_limit)
     runtime.get(AuthService).add_provider_gate(gates.sign_in_provider)
     runtime.get(AnalyticsService).add_api_gate(gates.analytics_api)
     runtime.get(PageNotices).add(gates.page_notices)
-    if not any(name == "licensing-credits" for name, _ in runtime.background):
-        runtime.background.append(("licensing-credits", allocation_loop))
-
-
-async def allocation_loop(runtime: Runtime) -> None:
-    """Allocate the key's credits for the month when it begins (and when a key appears), every 10 minutes."""
-    while True:
-        try:
-            await anyio.to_thread.run_sync(runtime.get(LicensingService).allocate_credits)
-        except Exception:
-            log.exception("allocating the license key's credits failed; retrying in %.0f s", ALLOCATION_INTERVAL)
-        await asyncio.sleep(ALLOCATION_INTERVAL)

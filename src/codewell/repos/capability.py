@@ -6,6 +6,7 @@ from codewell.capability import Capability
 from codewell.repos import routes
 from codewell.repos.bootstrap import demo_repos_step
 from codewell.repos.cli import repos
+from codewell.repos.jobs import JOB_KINDS
 from codewell.repos.setup import setup
 from codewell.repos.tools import TOOLS
 
@@ -16,4 +17,5 @@ CAPABILITY = Capability(
     tools=TOOLS,
     commands=[repos],
     bootstrap=[demo_repos_step],
+    jobs=JOB_KINDS,
 )

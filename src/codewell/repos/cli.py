@@ -5,6 +5,7 @@ The CLI acts as the service itself (INTERNAL): whoever can run it can read the d
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import click
@@ -14,7 +15,8 @@ from rich.table import Table
 
 from codewell.clikit import fail, handle_errors, open_runtime
 from codewell.core.actors import INTERNAL
-from codewell.repos.service import RepoService, SyncOutcome
+from codewell.jobs.service import JobService
+from codewell.repos.service import RepoService, SyncOutcome, repo_resource
 
 
 @click.group("repos")
@@ -101,17 +103,38 @@ def list_(ctx: click.Context, query: str, limit: int) -> None:
 
 @repos.command("status")
 @click.argument("name", required=False)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per repository (every column, by name).")
 @click.pass_context
 @handle_errors
-def status(ctx: click.Context, name: str | None) -> None:
-    """Sync state, last fetch, size and last error of every repository (or of NAME)."""
+def status(ctx: click.Context, name: str | None, as_json: bool) -> None:
+    """Sync state, last fetch, size, every stage's latest job (mirror, search, symbols, nls, history) and the last
+    error of every repository (or of NAME)."""
     runtime = open_runtime(ctx)
     service = runtime.get(RepoService)
     repos_ = [service.get(INTERNAL, name)] if name else service.all_repos(INTERNAL)
     # Columns other capabilities add (search: "index"); repos does not know them.
     extra = service.status_columns(name)
-    table = Table("name", "state", "default branch", "last fetched (UTC)", "size", *extra, "last error")
+    # Every stage's latest job (mirror, search, symbols, nls, history), in one query.
+    jobs = runtime.get(JobService)
+    stage_names = list(dict.fromkeys(jobs.stage_kinds().values()))
+    stages = jobs.stages([repo_resource(repo.id) for repo in repos_])
+    if as_json:
+        for repo in repos_:
+            record = {
+                "name": repo.name,
+                "state": repo.sync_state,
+                "default_branch": repo.default_branch,
+                "last_fetched_at": repo.last_fetched_at.isoformat() if repo.last_fetched_at else None,
+                "size_bytes": repo.size_bytes,
+                **{label: values.get(repo.name) for label, values in extra.items()},
+                "stages": stages.get(repo_resource(repo.id), {}),
+                "last_error": repo.last_error,
+            }
+            click.echo(json.dumps(record))
+        return
+    table = Table("name", "state", "default branch", "last fetched (UTC)", "size", *extra, *stage_names, "last error")
     for repo in repos_:
+        done = stages.get(repo_resource(repo.id), {})
         fetched = repo.last_fetched_at.strftime("%Y-%m-%d %H:%M:%S") if repo.last_fetched_at else "-"
         size = f"{repo.size_bytes / 1e6:.1f} MB" if repo.size_bytes is not None else "-"
         table.add_row(
@@ -121,6 +144,7 @@ def status(ctx: click.Context, name: str | None) -> None:
             fetched,
             size,
             *(values.get(repo.name, "-") for values in extra.values()),
+            *(done.get(stage, "-") for stage in stage_names),
             repo.last_error or "",
         )
     Console().print(table)

@@ -13,7 +13,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pygit2
-from sqlalchemy import select
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
 
 from codewell.core.errors import NotFound
 from codewell.db import Database
@@ -39,6 +40,12 @@ def backoff_seconds(failures: int) -> int:
     return int(min(BACKOFF_MAX_SECONDS, BACKOFF_BASE_SECONDS * 2 ** max(0, failures - 1)))
 
 
+# Runs in the transaction recording a sync that changed refs (or a first clone): emits what it causes.
+SyncedHook = Callable[[Session, Repo], None]
+# Gets the transaction and the ids of repositories whose sync became due.
+DueHook = Callable[[Session, list[int]], None]
+
+
 def notify(listeners: list[RepoListener], repo: Repo) -> None:
     """Call every listener with `repo`; one that fails is logged and the others still run."""
     for listener in list(listeners):
@@ -56,6 +63,8 @@ class Mirrors:
         self.db = db
         self.catalog = catalog
         self.sync_listeners: list[RepoListener] = []
+        # Progress callbacks of syncs a caller of this process waits for (`codewell repos add`'s bars), by id.
+        self.progress_hooks: dict[int, Callable[[str, int], None]] = {}
         # Userinfo from configured URLs: used for fetches, kept in memory only.
         self.secrets: dict[str, str] = {}
         self._sync_locks: dict[str, threading.Lock] = {}
@@ -78,10 +87,53 @@ class Mirrors:
                 )
             )
 
-    def sync(self, repo: Repo, on_progress: Callable[[str, int], None] | None = None) -> SyncOutcome:
-        """Clone (first time) or fetch `repo` now; failures are recorded on the repository, not raised."""
+    def sync(
+        self,
+        repo: Repo,
+        on_progress: Callable[[str, int], None] | None = None,
+        on_synced: SyncedHook | None = None,
+    ) -> SyncOutcome:
+        """Clone (first time) or fetch `repo` now; failures are recorded on the repository, not raised.
+
+        `on_synced(session, repo)` runs in the transaction that records a clone or a fetch that changed refs
+        (the repos.sync job emits `repo.synced` there, so the indexing it causes commits with the new state).
+        """
         with self.lock(repo.name):
-            return self._sync(repo, on_progress)
+            return self._sync(repo, on_progress, on_synced)
+
+    @staticmethod
+    def postpone(session: Session, repo_ids: list[int], *, now: datetime | None = None) -> None:
+        """Move the next scheduled sync of these repositories one interval on (a sync of them was just queued)."""
+        now = now or utcnow()
+        for start in range(0, len(repo_ids), 500):
+            for row in session.scalars(select(RepoRow).where(RepoRow.id.in_(repo_ids[start : start + 500]))):
+                row.next_sync_at = now + timedelta(seconds=max(row.sync_interval_seconds, 60))
+
+    def enqueue_due(self, enqueue: DueHook, *, now: datetime | None = None, limit: int = 5000) -> int:
+        """Hand the repositories whose sync is due to `enqueue(session, repo_ids)` and move their next sync one
+        interval on, in one transaction: each tick enqueues a due repository once, whichever process ticks."""
+        now = now or utcnow()
+        with self.db.session() as session:
+            rows = session.execute(
+                select(RepoRow.id, RepoRow.sync_interval_seconds)
+                .where((RepoRow.next_sync_at == None) | (RepoRow.next_sync_at <= now))  # noqa: E711
+                .order_by(RepoRow.next_sync_at)
+                .limit(limit)
+            ).all()
+            if not rows:
+                return 0
+            by_interval: dict[int, list[int]] = {}
+            for repo_id, interval in rows:
+                by_interval.setdefault(interval, []).append(repo_id)
+            for interval, ids in by_interval.items():
+                for start in range(0, len(ids), 500):
+                    session.execute(
+                        update(RepoRow)
+                        .where(RepoRow.id.in_(ids[start : start + 500]))
+                        .values(next_sync_at=now + timedelta(seconds=max(interval, 60)))
+                    )
+            enqueue(session, [repo_id for repo_id, _ in rows])
+        return len(rows)
 
     def request_sync(self, repo: Repo) -> None:
         """Make `repo` due now: the background scheduler syncs it within a tick (for long clones)."""
@@ -99,7 +151,9 @@ class Mirrors:
         secret = self.secrets.get(repo.name)
         return Credentials(secret) if secret else None
 
-    def _sync(self, repo: Repo, on_progress: Callable[[str, int], None] | None) -> SyncOutcome:
+    def _sync(
+        self, repo: Repo, on_progress: Callable[[str, int], None] | None, on_synced: SyncedHook | None
+    ) -> SyncOutcome:
         started = time.monotonic()
         mirror = repo.mirror_path
         first = not mirror.is_dir()
@@ -127,7 +181,9 @@ class Mirrors:
         changed = before != after
         metrics.SYNCS.labels("changed" if changed else "unchanged").inc()
         metrics.SYNC_SECONDS.observe(time.monotonic() - started)
-        updated = self._record_success(repo, branch, git.directory_size(mirror))
+        updated = self._record_success(
+            repo, branch, git.directory_size(mirror), on_synced if (changed or first) else None
+        )
         log.info(
             "repository synced",
             extra={"repo": repo.name, "cloned": first, "changed": changed, "seconds": time.monotonic() - started},
@@ -146,7 +202,7 @@ class Mirrors:
             ensure_head(mirror, branch)
         return branch
 
-    def _record_success(self, repo: Repo, branch: str | None, size: int) -> Repo:
+    def _record_success(self, repo: Repo, branch: str | None, size: int, on_synced: SyncedHook | None) -> Repo:
         now = utcnow()
         with self.db.session() as session:
             row = session.get(RepoRow, repo.id)
@@ -155,7 +211,11 @@ class Mirrors:
             row.sync_state, row.last_error, row.failures = "ready", None, 0
             row.default_branch, row.size_bytes, row.last_fetched_at = branch, size, now
             row.next_sync_at = now + timedelta(seconds=row.sync_interval_seconds)
-            return self.catalog.to_repo(row)
+            updated = self.catalog.to_repo(row)
+            if on_synced is not None:
+                session.flush()
+                on_synced(session, updated)
+            return updated
 
     def _record_failure(self, repo: Repo, message: str) -> SyncOutcome:
         now = utcnow()

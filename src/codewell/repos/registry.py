@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from sqlalchemy import delete, select
@@ -36,6 +36,10 @@ class Registry:
         self.mirrors = mirrors
         self.removal_listeners: list[RepoListener] = []
         self.source_errors: list[str] = []
+        # Set by RepoService: enqueue the first sync of new rows / the clean-up of a removed repository, each in
+        # the transaction that adds or deletes the row (codewell.jobs).
+        self.on_added: Callable[[Session, list[int], str], None] | None = None
+        self.on_removed: Callable[[Session, Repo], None] | None = None
 
     def add(
         self,
@@ -76,7 +80,11 @@ class Registry:
         with self.db.session() as session:
             if session.scalar(select(RepoRow.id).where(RepoRow.name == name)) is not None:
                 raise Conflict(f"repository {name!r} is already registered", hint="remove it first or pick --name")
-            session.add(self._new_row(spec, source=source))
+            row = self._new_row(spec, source=source)
+            session.add(row)
+            session.flush()
+            if self.on_added is not None:
+                self.on_added(session, [row.id], "repo.added")
         if secret:
             self.mirrors.secrets[name] = secret
         return self.catalog.get(INTERNAL, name)
@@ -102,6 +110,7 @@ class Registry:
         for repo in repos:
             check_name(repo.name)
         added: list[str] = []
+        new_rows: list[RepoRow] = []
         with self.db.session() as session:
             taken = set(session.scalars(select(RepoRow.name)))
             for repo in repos:
@@ -120,7 +129,11 @@ class Registry:
                 row = self._new_row(spec, source=source)
                 row.fork, row.archived = repo.fork, repo.archived
                 session.add(row)
+                new_rows.append(row)
                 added.append(repo.name)
+            session.flush()
+            if self.on_added is not None and new_rows:
+                self.on_added(session, [row.id for row in new_rows], "codehost.discovered")
         return added
 
     def update(self, repo: Repo, changes: dict[str, object]) -> Repo:
@@ -137,6 +150,8 @@ class Registry:
         """Unregister `repo`, delete its mirror and tell removal listeners (indexes) to drop it."""
         with self.mirrors.lock(repo.name), self.db.session() as session:
             session.execute(delete(RepoRow).where(RepoRow.id == repo.id))
+            if self.on_removed is not None:
+                self.on_removed(session, repo)
         remove_mirror(repo.mirror_path, self.catalog.mirror_root)
         self.mirrors.secrets.pop(repo.name, None)
         notify(self.removal_listeners, repo)
@@ -160,6 +175,10 @@ class Registry:
             rows = {row.name: row for row in session.scalars(select(RepoRow))}
             for spec in specs.values():
                 self._upsert(session, rows.get(spec.name), spec, report)
+            if report.added and self.on_added is not None:
+                session.flush()
+                added_ids = session.scalars(select(RepoRow.id).where(RepoRow.name.in_(report.added))).all()
+                self.on_added(session, list(added_ids), "config.changed")
             # A source that failed to list (a path temporarily missing) must not delete its mirrors.
             if not report.errors:
                 report.removed = [

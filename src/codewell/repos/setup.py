@@ -1,18 +1,20 @@
-"""Wiring of the repos capability into a runtime: the sync loop and the site config listener."""
+"""Wiring of the repos capability into a runtime: a site config change enqueues a reconcile of `repositories`.
+
+Syncs, the schedule and reconciles are jobs (`repos/jobs.py`), run by `codewell serve` or `codewell worker`.
+"""
 
 from __future__ import annotations
 
 from codewell.config import SiteConfig
-from codewell.repos.scheduler import SyncScheduler, sync_loop
+from codewell.jobs.service import SITE, JobService
 from codewell.runtime import Runtime
 
 
 def setup(runtime: Runtime) -> None:
-    """Register the background sync loop and reconcile `repositories` whenever the site config changes."""
-    scheduler = runtime.get(SyncScheduler)
+    """Reconcile `repositories` (as a job, in whichever process runs it) whenever the site config changes."""
+    jobs = runtime.get(JobService)
 
     def config_changed(_config: SiteConfig) -> None:
-        scheduler.config_changed.set()
+        jobs.emit("config.changed", SITE)
 
     runtime.site_config.on_change(config_changed)
-    runtime.background.append(("repo-sync", sync_loop))

@@ -60,6 +60,10 @@ def clone_mirror(
 ) -> None:
     """Create the bare mirror at `mirror` from `url`; nothing is left behind when it fails."""
     mirror.parent.mkdir(parents=True, exist_ok=True)
+    # Clones of a process that died mid-way: syncs of one repository never run at once (their jobs share a
+    # lock), so any temporary clone of this mirror is a dead one.
+    for leftover in mirror.parent.glob(mirror.name + ".tmp-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=mirror.name + ".tmp-", dir=mirror.parent))
     env = credentials.env() if credentials else {}
     redact = make_redactor(credentials)

@@ -1,30 +1,13 @@
-"""Wiring of the search capability: re-index on sync, drop on removal, and a catch-up indexing loop."""
+"""Wiring of the search capability: each new index generation emits `search.indexed` (codewell.jobs), and
+`codewell repos status` shows the index state. Indexing itself runs as jobs (`search/jobs.py`)."""
 
 from __future__ import annotations
 
-import asyncio
-import logging
-
 from codewell.core.actors import INTERNAL
-from codewell.repos.service import RepoService
+from codewell.jobs.service import JobService
+from codewell.repos.service import Repo, RepoService, repo_resource
 from codewell.runtime import Runtime
 from codewell.search.service import SearchService
-
-log = logging.getLogger(__name__)
-
-# How often the catch-up loop looks for repositories without a current index (missed syncs, restarts).
-RECONCILE_SECONDS = 60.0
-
-
-async def index_loop(runtime: Runtime) -> None:
-    """Index stale or missing shards in the background, forever."""
-    service = runtime.get(SearchService)
-    while True:
-        try:
-            await asyncio.to_thread(service.reconcile)
-        except Exception:
-            log.exception("index reconcile failed")
-        await asyncio.sleep(RECONCILE_SECONDS)
 
 
 def index_states(service: SearchService, name: str | None) -> dict[str, str]:
@@ -37,10 +20,11 @@ def index_states(service: SearchService, name: str | None) -> dict[str, str]:
 
 
 def setup(runtime: Runtime) -> None:
-    """Re-index after each sync that changed refs; forget the index of removed repositories."""
     service = runtime.get(SearchService)
-    repos = runtime.get(RepoService)
-    repos.add_sync_listener(service.on_sync)
-    repos.add_removal_listener(service.drop)
-    repos.add_status_column("index", lambda name: index_states(service, name))
-    runtime.background.append(("search-index", index_loop))
+    jobs = runtime.get(JobService)
+
+    def indexed(repo: Repo, commits: dict[str, str]) -> None:
+        jobs.emit("search.indexed", repo_resource(repo.id), {"repo_id": repo.id, "commits": commits})
+
+    service.add_index_listener(indexed)
+    runtime.get(RepoService).add_status_column("index", lambda name: index_states(service, name))

@@ -27,7 +27,8 @@ from codewell.http.csrf import verify_form
 from codewell.http.guards import require
 from codewell.http.requests import form_text, runtime_of
 from codewell.http.templates import render
-from codewell.repos.service import RepoService
+from codewell.jobs.service import JobService
+from codewell.repos.service import RepoService, repo_resource
 from codewell.runtime import Runtime
 
 # -- the hub --------------------------------------------------------------------------------------------------
@@ -44,15 +45,26 @@ async def admin_home(request: Request) -> Response:
 def _repos_context(runtime: Runtime, actor: Actor) -> dict[str, Any]:
     service = runtime.get(RepoService)
     columns = service.status_columns()  # e.g. search's index state, label -> name -> text
+    all_repos = service.all_repos(actor)
+    # Every stage's latest job (mirror, search, symbols, nls, history), in one query.
+    jobs = runtime.get(JobService)
+    stage_names = list(dict.fromkeys(jobs.stage_kinds().values()))
+    stages = jobs.stages([repo_resource(r.id) for r in all_repos])
     repos = [
         {
             "repo": r,
             "url": urls.repo_url("", r.name),
-            "status": [(label, values.get(r.name, "")) for label, values in columns.items()],
+            "status": [(label, values.get(r.name, "")) for label, values in columns.items()]
+            + [(stage, stages.get(repo_resource(r.id), {}).get(stage, "-")) for stage in stage_names],
         }
-        for r in service.all_repos(actor)
+        for r in all_repos
     ]
-    return {"repos": repos, "columns": list(columns), "source_errors": service.source_errors, "form": {}}
+    return {
+        "repos": repos,
+        "columns": [*columns, *stage_names],
+        "source_errors": service.source_errors,
+        "form": {},
+    }
 
 
 async def repos_page(request: Request) -> Response:
@@ -76,7 +88,7 @@ async def repos_action(request: Request) -> Response:
                 actor, form_text(form, "url").strip(), name=name or None, private=form_text(form, "private") == "on"
             )
             service.request_sync(actor, repo.name)
-            return f"Added {repo.name}; it is cloned within a minute."
+            return f"Added {repo.name}; its sync is queued (see /site-admin/jobs)."
         if action == "sync":
             service.request_sync(actor, name)
             return f"Sync of {name} requested."

@@ -10,6 +10,8 @@ from codewell.auth.service import AuthService
 from codewell.runtime import Runtime
 from tests.factories import auth_headers, make_token, make_user
 
+pytestmark = pytest.mark.database
+
 
 @pytest.fixture
 def admin(runtime: Runtime) -> dict[str, str]:

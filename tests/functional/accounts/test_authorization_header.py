@@ -15,6 +15,8 @@ from codewell.http.sessions import SESSION_COOKIE
 from codewell.runtime import Runtime
 from tests.factories import make_token, make_user, set_site_config
 
+pytestmark = pytest.mark.database
+
 ME = "/.api/users/me"
 
 

@@ -21,6 +21,8 @@ from codewell.db.base import utcnow
 from codewell.runtime import Runtime
 from tests.factories import set_site_config
 
+pytestmark = pytest.mark.database
+
 
 @pytest.fixture
 def codewell(settings: Settings, runtime: Runtime) -> CliRunnerCall:

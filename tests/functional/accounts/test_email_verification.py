@@ -26,6 +26,8 @@ from codewell.runtime import Runtime
 from tests.factories import auth_headers, make_token, make_user, set_site_config
 from tests.functional.accounts.test_pages import PASSWORD, csrf_of, sign_in
 
+pytestmark = pytest.mark.database
+
 SENDER = "codewell@example.org"
 
 

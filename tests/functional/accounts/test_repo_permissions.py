@@ -20,6 +20,8 @@ from codewell.runtime import Runtime
 from tests.factories import auth_headers, make_token, make_user
 from tests.gitfixtures import make_repo, register_local_repo
 
+pytestmark = pytest.mark.database
+
 
 @pytest.fixture
 def world(tmp_path: Path, runtime: Runtime, client: TestClient) -> dict[str, dict[str, str]]:

@@ -25,6 +25,7 @@ from codewell.analytics.credits import CreditService
 from codewell.core.actors import ANONYMOUS, INTERNAL, Actor
 from codewell.core.errors import Conflict, InvalidInput, NotFound, PermissionDenied, Unauthenticated
 from codewell.db.base import utcnow
+from codewell.jobs.runner import JobRunner
 from codewell.licensing.plans import TRIAL_DAYS
 from codewell.licensing.service import FeatureNotLicensed
 from codewell.repos.service import RepoService
@@ -34,6 +35,8 @@ from tests.factories import actor_of_user, auth_headers, make_token, make_user, 
 from tests.fakes.llm import Call, FakeOpenAI, Turn
 from tests.gitfixtures import make_repo, register_local_repo
 from tests.unit.licensing.testkeys import Clock, licensing
+
+pytestmark = pytest.mark.database
 
 APP = {
     "billing/retry.py": (
@@ -65,7 +68,7 @@ class World:
         self.seen: list[tuple[str, str, tuple[tuple[str, str], ...]]] = []  # (question, status inside, history)
         self.hook: threading.Event | None = None
         # The real answering path, observed: the status while answering and the history it was given.
-        self.jobs = DeepSearchJobs(runtime, self._answer, autostart=False)
+        self.jobs = DeepSearchJobs(runtime, self._answer)
         runtime.provide(DeepSearchJobs, self.jobs)
         self.service = runtime.get(AgentService)
         self.store = ConversationStore(runtime.db)
@@ -248,7 +251,7 @@ def test_an_expired_lease_is_taken_over_after_a_restart(world: World) -> None:
     assert crashed is not None
     assert crashed.attempts == 1
     world.store.start(crashed.question_id)
-    fresh = DeepSearchJobs(world.runtime, world._answer, autostart=False)
+    fresh = DeepSearchJobs(world.runtime, world._answer)
     assert fresh.run_one() is False  # the lease is still valid: nobody steals a live job
     with world.runtime.db.session() as session:  # the process died a minute ago: its lease ran out
         session.execute(update(JobRow).values(lease_expires_at=utcnow() - timedelta(seconds=1)))
@@ -268,7 +271,7 @@ def test_a_job_interrupted_too_often_fails_with_its_reason(world: World) -> None
         world.store.start(view.conversation.questions[0].id)
         with world.runtime.db.session() as session:
             session.execute(update(JobRow).values(lease_expires_at=utcnow() - timedelta(seconds=1)))
-    assert DeepSearchJobs(world.runtime, world._answer, autostart=False).run_one() is True
+    assert DeepSearchJobs(world.runtime, world._answer).run_one() is True
     question = world.service.read(world.alice, view.url).conversation.questions[0]
     assert (question.status, question.error_code) == ("failed", "interrupted")
     assert f"interrupted {attempts} times" in question.error_message
@@ -396,12 +399,15 @@ def test_a_scripted_model_answer_is_stored_within_five_seconds_of_its_last_reply
         entry = {"provider": "openai-compatible", "baseURL": fake.base_url, "model": "scripted",
                  "apiKeyEnv": "DEEPSEARCH_TEST_KEY"}  # fmt: skip
         set_site_config(world.runtime, {"models": {"default": entry}})
-        jobs = DeepSearchJobs(world.runtime)  # real worker threads, the production answerer
-        world.runtime.provide(DeepSearchJobs, jobs)
-        view = world.service.deepsearch(world.alice, QUESTION)
-        done = world.service.wait(world.alice, view, 30)
-        stored_at = time.monotonic()
-        jobs.close()
+        world.runtime.provide(DeepSearchJobs, DeepSearchJobs(world.runtime))  # the production answerer
+        runner = JobRunner(world.runtime, role="test", kinds=frozenset({"agents.deepsearch"}), concurrency=1)
+        runner.start()  # real job runner threads, as `codewell serve` or `codewell worker` run them
+        try:
+            view = world.service.deepsearch(world.alice, QUESTION)
+            done = world.service.wait(world.alice, view, 30)
+            stored_at = time.monotonic()
+        finally:
+            runner.stop()
         last_reply = fake.requests[-1].at
     question = done.conversation.questions[0]
     assert question.status == "completed", question.error_message

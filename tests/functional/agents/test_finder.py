@@ -24,6 +24,8 @@ from codewell.search.service import SearchService
 from tests.factories import actor_of_user, make_user
 from tests.gitfixtures import make_repo, register_local_repo
 
+pytestmark = pytest.mark.database
+
 BILLING = {
     "billing/retry.py": (
         "import time\n"

@@ -59,7 +59,7 @@ class Site:
     def __init__(self, runtime: Runtime, tmp_path: Path, url: str) -> None:
         self.runtime = runtime
         self.url = url
-        self.jobs = DeepSearchJobs(runtime, self._answer, autostart=False)
+        self.jobs = DeepSearchJobs(runtime, self._answer)
         runtime.provide(DeepSearchJobs, self.jobs)
         self.sessions: list[requests.Session] = []
 

@@ -47,7 +47,7 @@ def site(runtime: Runtime, tmp_path: Path) -> Iterator[tuple[str, DeepSearchJobs
     runtime.get(SearchService).index(runtime.get(RepoService).get(INTERNAL, "acme/app"))
     make_user(runtime, "alice", password=PASSWORD)
     gate = Gate()
-    jobs = DeepSearchJobs(runtime, gate, autostart=False)
+    jobs = DeepSearchJobs(runtime, gate)
     runtime.provide(DeepSearchJobs, jobs)
     with serve_app(runtime) as url:
         yield url, jobs, gate

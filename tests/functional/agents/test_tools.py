@@ -10,7 +10,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -19,13 +19,16 @@ import httpx2
 import pytest
 from sqlalchemy import func, select
 
-from codewell.agents.jobs import DeepSearchJobs
+from codewell.agents.jobs import KIND, SWEEP
 from codewell.agents.models import ConversationRow, QuestionRow
 from codewell.core.actors import INTERNAL
+from codewell.jobs.runner import JobRunner
 from codewell.repos.service import RepoService
 from codewell.search.service import SearchService
 from tests.functional.mcp.served import Served
 from tests.gitfixtures import make_repo, register_local_repo
+
+pytestmark = pytest.mark.database
 
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 APP = {
@@ -37,6 +40,8 @@ APP = {
     "billing/schedule.py": "def schedule_charge(charge, delay):\n    return (charge, delay)\n",
 }
 QUESTION = "How does retry_failed_charge retry failed charges?"
+# Who answers deep search questions: the jobs layer's runner, for these kinds.
+ANSWERING = frozenset({KIND, SWEEP})
 LINK = re.compile(r"^Link: (http://127\.0\.0\.1:\d+/deepsearch/([0-9a-f-]{36}))\n")
 
 
@@ -95,7 +100,7 @@ def test_endpoint_membership_and_the_nls_search_fallback(served: Served, token: 
     served.configure(**{"mcp.tools.disabled": []})
 
 
-def test_deepsearch_waits_for_a_quick_answer(served: Served, token: str, app_repo: None) -> None:
+def test_deepsearch_waits_for_a_quick_answer(served: Served, token: str, app_repo: None, workers: None) -> None:
     served.configure(deepSearch={"mcpWaitSeconds": 30})
     started = time.monotonic()
     is_error, text = call(served, token, "deepsearch", {"question": QUESTION}, path="/.api/mcp/deepsearch")
@@ -107,10 +112,11 @@ def test_deepsearch_waits_for_a_quick_answer(served: Served, token: str, app_rep
     assert f"{served.base_url}/acme/app@" in text
 
 
-def test_deepsearch_returns_its_link_and_deepsearch_read_polls(served: Served, token: str, app_repo: None) -> None:
+def test_deepsearch_returns_its_link_and_deepsearch_read_polls(
+    served: Served, token: str, app_repo: None, stops: list[Callable[[], None]]
+) -> None:
     served.configure(deepSearch={"mcpWaitSeconds": 0})
-    jobs = DeepSearchJobs(served.runtime, autostart=False)  # the workers start late, so "pending" is visible
-    served.runtime.provide(DeepSearchJobs, jobs)
+    runner = JobRunner(served.runtime, role="test", kinds=ANSWERING, concurrency=1)  # starts late: "pending" shows
     is_error, text = call(served, token, "deepsearch", {"question": QUESTION})
     assert not is_error, text
     match = LINK.match(text)
@@ -123,7 +129,8 @@ def test_deepsearch_returns_its_link_and_deepsearch_read_polls(served: Served, t
     assert "\nstatus: pending\n" in pending
     assert f"# {QUESTION}\n\n_Status: pending: the answer is not ready yet; call deepsearch_read" in pending
 
-    jobs.start()
+    runner.start()
+    stops.append(runner.stop)
     deadline = time.monotonic() + 30
     while True:
         is_error, text = call(served, token, "deepsearch_read", {"identifier": read_token}, path="/.api/mcp/deepsearch")
@@ -143,12 +150,12 @@ def test_deepsearch_returns_its_link_and_deepsearch_read_polls(served: Served, t
 
 
 def test_hundred_concurrent_deepsearch_calls_block_nothing_and_lose_nothing(
-    served: Served, token: str, app_repo: None
+    served: Served, token: str, app_repo: None, workers: None
 ) -> None:
     # Up to 8 calls wait (20 s at most) for their answers, the others return their Link at once. Had the
     # waiting calls taken the server's worker threads, a call made meanwhile would wait for them (20 s); it
     # only queues behind the 100 calls themselves (a few seconds on a loaded 2-core machine).
-    served.configure(deepSearch={"mcpWaitSeconds": 20, "maxWaitingCalls": 8, "workers": 4})
+    served.configure(deepSearch={"mcpWaitSeconds": 20, "maxWaitingCalls": 8})
     results: list[tuple[bool, str]] = []
     lock = threading.Lock()
 
@@ -193,7 +200,17 @@ def test_hundred_concurrent_deepsearch_calls_block_nothing_and_lose_nothing(
     assert titles == {f"{QUESTION} (#{n})" for n in range(100)}  # every call has its own conversation
 
 
-@pytest.fixture(autouse=True)
-def _stop_workers(served: Served) -> Iterator[None]:
-    yield
-    served.runtime.get(DeepSearchJobs).close()
+@pytest.fixture
+def stops() -> Iterator[list[Callable[[], None]]]:
+    found: list[Callable[[], None]] = []
+    yield found
+    for stop in found:
+        stop()
+
+
+@pytest.fixture
+def workers(served: Served, stops: list[Callable[[], None]]) -> None:
+    """The server's job runner for deep search (`codewell serve` runs every kind; the test app runs none)."""
+    runner = JobRunner(served.runtime, role="test", kinds=ANSWERING, concurrency=4)
+    runner.start()
+    stops.append(runner.stop)

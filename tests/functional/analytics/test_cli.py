@@ -6,10 +6,14 @@ import json
 import os
 import subprocess
 
+import pytest
+
 from codewell.core.settings import Settings
 from codewell.runtime import Runtime
 from tests import cliprocess
 from tests.factories import make_user
+
+pytestmark = pytest.mark.database
 
 
 def run(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:

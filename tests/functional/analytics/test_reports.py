@@ -18,6 +18,8 @@ from codewell.runtime import Runtime
 from tests.factories import make_token, make_user
 from tests.functional.analytics.conftest import INSTANCE, Instance, analytics_token, at, record
 
+pytestmark = pytest.mark.database
+
 REPORT = "/analytics/api/reports/by-user-client-date"
 REGISTRY = "/analytics/api/reports/user-registry"
 COUNTERS = [

@@ -17,6 +17,8 @@ from codewell.http.sessions import SESSION_COOKIE
 from tests.factories import make_token
 from tests.functional.analytics.conftest import INSTANCE, Instance, analytics_token
 
+pytestmark = pytest.mark.database
+
 TOKENS = "/analytics/api/service-access-tokens"
 CREDITS = "/analytics/api/credits"
 REGISTRY = "/analytics/api/reports/user-registry"

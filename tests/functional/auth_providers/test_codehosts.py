@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qs, urlsplit
 
+import pytest
 from sqlalchemy import select
 from starlette.testclient import TestClient
 
@@ -17,6 +18,8 @@ from codewell.runtime import Runtime
 from tests.factories import make_user
 from tests.fakes.codehosts import FakeCodeHost, HostUser
 from tests.functional.auth_providers.conftest import approve, configure, local, sign_in, start
+
+pytestmark = pytest.mark.database
 
 
 def github(host: FakeCodeHost, **extra: object) -> dict[str, object]:

@@ -21,6 +21,8 @@ from tests.factories import actor_of_user, auth_headers, make_token, make_user
 from tests.fakes.codehosts import FakeCodeHost, HostUser
 from tests.functional.codehosts.conftest import TOKEN_ENV, add_repo, connect, service, sign_in_at_host, visible
 
+pytestmark = pytest.mark.database
+
 
 def run(data: Path, config: Path, token: str, *args: str, database_url: str) -> subprocess.CompletedProcess[str]:
     env = {

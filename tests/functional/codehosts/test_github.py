@@ -24,6 +24,8 @@ from tests.fakes.codehosts import FakeCodeHost, HostUser
 from tests.functional.codehosts.conftest import add_repo, connect, service, sign_in_at_host, visible
 from tests.unit.licensing.testkeys import Clock, issue, licensing
 
+pytestmark = pytest.mark.database
+
 AFTER_TRIAL = timedelta(days=TRIAL_DAYS, minutes=1)
 
 

@@ -13,6 +13,8 @@ from tests.factories import actor_of_user, make_user
 from tests.fakes.codehosts import FakeCodeHost, HostUser
 from tests.functional.codehosts.conftest import add_repo, connect, service, sign_in_at_host, visible
 
+pytestmark = pytest.mark.database
+
 GUEST, REPORTER = 10, 20
 
 

@@ -21,6 +21,8 @@ from tests.factories import actor_of_user, make_user, set_site_config
 from tests.fakes.codehosts import FakeCodeHost, HostUser
 from tests.functional.codehosts.conftest import TOKEN_ENV, add_repo, service, visible
 
+pytestmark = pytest.mark.database
+
 
 def link(runtime: Runtime, user: User, host: FakeCodeHost, kind: str, account_id: str, token: dict[str, str]) -> None:
     """Link an external account as the sign-in would (the listener then syncs the user's permissions)."""

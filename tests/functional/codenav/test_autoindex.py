@@ -1,13 +1,15 @@
 """Auto-indexing wired into search (codenav/autoindex.py): the real scip-python runs after search indexes.
 
 The app (the `client` fixture) runs every capability's setup, so registering a repository syncs it, search
-indexes it, and the auto-indexing listener queues a job that the background worker runs with the real
-`scip-python` 0.6.6 (npm, pinned by tests/scip/package-lock.json, installed by scripts/test). One real run
-(a few seconds on the tiny fixture); the failure modes are in tests/unit/codenav/test_autoindex.py.
+indexes it, and `search.indexed` queues the repository's `codenav.autoindex` job, which the registration's drain
+runs (in this thread, as any worker would) with the real `scip-python` 0.6.6 (npm, pinned by
+tests/scip/package-lock.json, installed by scripts/test). One real run (a few seconds on the tiny fixture); the
+failure modes are in tests/unit/codenav/test_autoindex.py.
 """
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -19,6 +21,9 @@ from codewell.codenav.precise import AUTO, PreciseService
 from codewell.codenav.results import PRECISE, SYNTACTIC
 from codewell.codenav.service import CodeNavService
 from codewell.core.actors import INTERNAL
+from codewell.jobs.runner import drain
+from codewell.jobs.service import JobService
+from codewell.repos.service import repo_resource
 from codewell.runtime import Runtime
 from tests.factories import set_site_config
 from tests.gitfixtures import make_repo, register_local_repo
@@ -33,9 +38,12 @@ def test_an_indexed_repository_is_auto_indexed_and_answers_precisely(
         runtime,
         {"codeIntel.autoIndexing": {"enabled": True, "indexers": {"python": str(INDEXER)}, "timeoutSeconds": 300}},
     )
-    register_local_repo(runtime, make_repo(tmp_path / "app", FILES), "acme/app")  # synced, indexed, queued
+    repo = register_local_repo(runtime, make_repo(tmp_path / "app", FILES), "acme/app")  # synced, indexed, queued
+    drain(runtime, repo_resource(repo.id))  # nothing left: the registration drained the auto-indexing job too
+    (job,) = runtime.get(JobService).list_jobs(INTERNAL, kind="codenav.autoindex")
+    assert (job.resource, job.state, job.cause) == (repo_resource(repo.id), "succeeded", "search.indexed")
+    assert not [t for t in threading.enumerate() if t.name == "codenav-autoindex"]  # no thread of its own
     autoindex = runtime.get(AutoIndexService)
-    assert autoindex.wait_idle(300)
     (upload,) = runtime.get(PreciseService).uploads(INTERNAL, "acme/app")
     assert upload.source == AUTO
     assert upload.tool.startswith("scip-python ")
@@ -62,10 +70,11 @@ def test_nothing_runs_while_auto_indexing_is_disabled(runtime: Runtime, client: 
     indexer.write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
     indexer.chmod(0o755)
     set_site_config(runtime, {"codeIntel.autoIndexing": {"enabled": False, "indexers": {"python": str(indexer)}}})
-    register_local_repo(runtime, make_repo(tmp_path / "app", FILES), "acme/app")
+    repo = register_local_repo(runtime, make_repo(tmp_path / "app", FILES), "acme/app")
+    drain(runtime, repo_resource(repo.id))
+    (job,) = runtime.get(JobService).list_jobs(INTERNAL, kind="codenav.autoindex")
+    assert (job.state, job.result) == ("succeeded", {"indexed": [], "failed": {}})  # it ran, found nothing to do
     autoindex = runtime.get(AutoIndexService)
-    assert autoindex.pending() == []
-    assert autoindex.wait_idle(30)
     assert not marker.exists()
     assert runtime.get(PreciseService).uploads(INTERNAL, "acme/app") == []
     assert autoindex.failures(INTERNAL, "acme/app") == []

@@ -3,7 +3,6 @@ analytics API gates, and the banners on every page."""
 
 from __future__ import annotations
 
-import asyncio
 import html
 import re
 from datetime import UTC, datetime, timedelta
@@ -18,14 +17,17 @@ from codewell.accounts.service import AccountService
 from codewell.analytics.credits import CreditService
 from codewell.core.actors import INTERNAL
 from codewell.core.errors import QuotaExceeded
+from codewell.jobs.runner import JobRunner
+from codewell.jobs.service import JobService
 from codewell.licensing import plans
 from codewell.licensing.service import PERMISSION_SYNC_FEATURE, LicensingService, UserLimitReached
-from codewell.licensing.setup import allocation_loop
 from codewell.runtime import Runtime
 from tests.factories import auth_headers, make_token, make_user, set_site_config
 from tests.fakes.saml_idp import SSO_URL, TestIdP
 from tests.functional.auth_providers.conftest import configure, start
 from tests.unit.licensing.testkeys import TEST_PUBLIC_KEY, Clock, issue, licensing
+
+pytestmark = pytest.mark.database
 
 AFTER_TRIAL = timedelta(days=plans.TRIAL_DAYS, minutes=1)
 PASSWORD = "correct horse battery staple"
@@ -106,14 +108,25 @@ def test_license_buckets_meter_each_feature_separately(client: TestClient, runti
     assert used == {"code_finder": (3, {"code_finder": 3}), "deepsearch": (5, {"deepsearch": 5})}
 
 
-def test_the_serve_loop_allocates_the_credits_of_a_key_in_site_config(client: TestClient, runtime: Runtime) -> None:
+def test_a_periodic_job_allocates_the_credits_of_a_key_in_site_config(client: TestClient, runtime: Runtime) -> None:
     licensing(runtime, Clock())
-    assert "licensing-credits" in [name for name, _ in runtime.background]
+    # No loop of its own in `codewell serve`: a job, run by whichever process claims it.
+    assert "licensing-credits" not in [name for name, _ in runtime.background]
     set_site_config(runtime, {"licenseKey": issue(runtime.db.instance_id(), plan="team", limits=LIMITS)})
     assert buckets(runtime) == []
-    with pytest.raises(TimeoutError):  # the loop runs until the server stops
-        asyncio.run(asyncio.wait_for(allocation_loop(runtime), 3))
+    jobs = runtime.get(JobService)
+    jobs.ensure_periodic([jobs.kind("licensing.allocate_credits")])
+    runner = JobRunner(runtime, role="test", kinds=frozenset({"licensing.allocate_credits"}))
+    assert runner.run_one()
     assert [(feature, amount) for feature, amount, _, _ in buckets(runtime)] == [("code_finder", 3), ("deepsearch", 5)]
+    assert not runner.run_one()  # queued again 10 minutes later, not now
+    (row,) = jobs.list_jobs(INTERNAL, kind="licensing.allocate_credits")
+    assert (row.state, row.last_error) == ("queued", None)
+    assert 590 < (row.run_after - row.finished_at).total_seconds() <= 600  # type: ignore[operator]
+    # Another process (its own service, nothing cached) allocating the same month adds nothing.
+    other = LicensingService(runtime, clock=Clock(), public_key=TEST_PUBLIC_KEY)
+    assert other.allocate_credits() == []
+    assert len(buckets(runtime)) == 2
 
 
 def test_unlimited_plans_and_the_trial_allocate_nothing(client: TestClient, runtime: Runtime) -> None:

@@ -21,6 +21,8 @@ from tests import cliprocess
 from tests.factories import auth_headers, make_token, make_user, set_site_config
 from tests.unit.licensing.testkeys import Clock, issue, licensing
 
+pytestmark = pytest.mark.database
+
 LIST_TOOLS = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
 ACCEPT = {"Accept": "application/json, text/event-stream"}
 AFTER_TRIAL = timedelta(days=plans.TRIAL_DAYS, minutes=1)

@@ -28,6 +28,8 @@ from tests.functional.oauth.flow import (
     token,
 )
 
+pytestmark = pytest.mark.database
+
 LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 

@@ -6,7 +6,9 @@ from pathlib import Path
 
 from starlette.testclient import TestClient
 
-from codewell.repos.service import RepoService
+from codewell.core.actors import INTERNAL
+from codewell.jobs.service import JobService
+from codewell.repos.service import RepoService, repo_resource
 from codewell.runtime import Runtime
 from tests.factories import auth_headers, make_token, make_user, set_site_config
 from tests.gitfixtures import register_local_repo
@@ -91,7 +93,9 @@ def test_sync_add_and_remove_need_a_site_admin(client: TestClient, runtime: Runt
     queued = client.post("/.api/repos/local/sample/-/sync?wait=false", headers=admin)
     assert queued.status_code == 202
     assert queued.json()["queued"] is True
-    assert "local/sample" in runtime.get(RepoService).due_repos()
+    sample = runtime.get(RepoService).get(INTERNAL, "local/sample")
+    waiting = runtime.get(JobService).list_jobs(INTERNAL, kind="repos.sync", state="queued")
+    assert [job.resource for job in waiting] == [repo_resource(sample.id)]
     assert client.post("/.api/repos/local/sample/-/sync?wait=false", headers=bob).status_code == 403
     added = client.post("/.api/repos", json={"url": "https://example.com/org/a.git", "private": True}, headers=admin)
     assert added.status_code == 201

@@ -15,7 +15,8 @@ from playwright.sync_api import Page, sync_playwright
 from starlette.testclient import TestClient
 
 from codewell.core.actors import INTERNAL
-from codewell.repos.service import RepoService
+from codewell.jobs.runner import drain
+from codewell.repos.service import RepoService, repo_resource
 from codewell.runtime import Runtime
 from codewell.search.service import SearchService
 from tests.browser import ARTIFACTS, AXE_VERSION, CHROMIUM, CHROMIUM_ARGS, axe_source, serve_app, sign_in
@@ -40,7 +41,10 @@ FILES = {
 
 
 def _index(runtime: Runtime, name: str) -> None:
-    runtime.get(SearchService).index(runtime.get(RepoService).get(INTERNAL, name))
+    """Index `name`, then run what the new index causes (codenav's symbols), as a job runner would."""
+    repo = runtime.get(RepoService).get(INTERNAL, name)
+    runtime.get(SearchService).index(repo)
+    drain(runtime, repo_resource(repo.id))
 
 
 @pytest.fixture

@@ -47,6 +47,7 @@ PAGES = [
 ADMIN_PAGES = [
     "/site-admin",
     "/site-admin/repositories",
+    "/site-admin/jobs",
     "/site-admin/configuration",
     "/site-admin/mcp",
     "/site-admin/users",

@@ -47,7 +47,7 @@ def site(served: Served, tmp_path: Path) -> tuple[Served, DeepSearchJobs]:
     served.user("bob", password=PASSWORD)
     runtime.get(RepoService).set_user_repos(INTERNAL, alice.id, ["acme/secret"])
     served.configure(deepSearch={"sharing": {"enabled": True}})
-    jobs = DeepSearchJobs(runtime, autostart=False)  # answered in the test thread: every state is observed
+    jobs = DeepSearchJobs(runtime)  # answered in the test thread: every state is observed
     runtime.provide(DeepSearchJobs, jobs)
     return served, jobs
 

@@ -19,6 +19,7 @@ import requests
 
 from codewell.core.actors import INTERNAL
 from codewell.history.service import HistoryService
+from codewell.jobs.runner import JobRunner
 from codewell.repos.service import RepoService
 from codewell.search.service import SearchService
 from tests.functional.mcp.served import Served, served, tool_specs
@@ -131,7 +132,11 @@ def world(served: Served, tmp_path: Path) -> Iterator[dict[str, Any]]:
     runtime.get(RepoService).set_user_repos(INTERNAL, alice.id, ["acme/secret"])
     served.configure(deepSearch={"mcpWaitSeconds": 30})
     owner, other = _session(served, "alice"), _session(served, "bob")
+    # The deep search answers, as `codewell serve`'s job threads run them (the test app runs no background work).
+    answering = JobRunner(runtime, role="test", kinds=frozenset({"agents.deepsearch"}), concurrency=1)
+    answering.start()
     yield {"token": served.token(alice), "owner": owner, "other": other}
+    answering.stop()
     owner.close()
     other.close()
 

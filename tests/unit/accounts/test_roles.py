@@ -13,6 +13,8 @@ from codewell.core.errors import Conflict, InvalidInput, NotFound, PermissionDen
 from codewell.runtime import Runtime
 from tests.factories import actor_of_user, make_user
 
+pytestmark = pytest.mark.database
+
 
 @pytest.fixture
 def roles(runtime: Runtime) -> RoleService:

@@ -18,6 +18,8 @@ from codewell.db.base import utcnow
 from codewell.runtime import Runtime
 from tests.factories import actor_of_user, make_token, make_user, set_site_config
 
+pytestmark = pytest.mark.database
+
 
 @pytest.fixture
 def tokens(runtime: Runtime) -> TokenService:

@@ -13,6 +13,8 @@ from codewell.core.errors import Conflict, InvalidInput, NotFound, PermissionDen
 from codewell.runtime import Runtime
 from tests.factories import actor_of_user, make_user, set_site_config
 
+pytestmark = pytest.mark.database
+
 
 @pytest.fixture
 def accounts(runtime: Runtime) -> AccountService:

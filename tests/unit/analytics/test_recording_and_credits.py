@@ -25,6 +25,8 @@ from codewell.core.errors import NotFound, QuotaExceeded
 from codewell.core.settings import Settings
 from codewell.runtime import Runtime
 
+pytestmark = pytest.mark.database
+
 
 def daily(runtime: Runtime) -> list[tuple[int, str, str, str, int, int, int]]:
     with runtime.db.session() as session:

@@ -15,6 +15,8 @@ from codewell.analytics.rebuild import rebuild_rollup
 from codewell.analytics.service import AnalyticsService, Granularity, ReportRequest
 from codewell.runtime import Runtime
 
+pytestmark = pytest.mark.database
+
 FINEST = Granularity.BY_USER_DAY_CLIENT_LANGUAGE
 
 

@@ -20,6 +20,8 @@ from codewell.db.base import utcnow
 from codewell.runtime import Runtime
 from tests.factories import actor_of_user, make_user, set_site_config
 
+pytestmark = pytest.mark.database
+
 PASSWORD = "correct horse battery staple"
 CLIENT = ClientInfo(ip="203.0.113.7", user_agent="pytest")
 

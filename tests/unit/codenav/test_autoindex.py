@@ -9,6 +9,7 @@ through `AutoIndexService.run` (what `codewell codeintel autoindex` calls) over 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -24,11 +25,16 @@ from codewell.codenav.precise import AUTO, UPLOADED, PreciseService
 from codewell.config import parse_site_config
 from codewell.core.actors import INTERNAL, Actor
 from codewell.core.errors import ConfigError, InvalidInput, PermissionDenied
-from codewell.repos.service import RepoService
+from codewell.jobs.runner import JobRunner
+from codewell.jobs.service import Job, JobService
+from codewell.repos.service import RepoService, repo_resource
 from codewell.runtime import Runtime
 from tests.factories import actor_of_user, make_user, set_site_config
 from tests.gitfixtures import commit, make_repo, register_local_repo
 from tests.unit.codenav.test_scip_upload import HELPER, build_index
+
+pytestmark = pytest.mark.database
+KIND = "codenav.autoindex"
 
 FILES = {
     "app/__init__.py": "",
@@ -287,29 +293,64 @@ def test_garbage_and_oversized_indexes_are_refused(runtime: Runtime, admin: Acto
     assert autoindex.run(admin, repo).reason == f"the python indexer {missing} is not an executable file"
 
 
-def test_failures_are_not_queued_again_until_the_indexers_change(
-    runtime: Runtime, admin: Actor, repo: str, tmp_path: Path
-) -> None:
-    autoindex = runtime.get(AutoIndexService)
-    failing = script(tmp_path, "fail.sh", "exit 3\n")
-    set_site_config(runtime, {"codeIntel.autoIndexing": {"enabled": True, "indexers": {"python": failing}}})
+def enqueue(runtime: Runtime, repo: str) -> tuple[str, str]:
+    """Queue the `codenav.autoindex` job of `repo`'s main branch (what `search.indexed` does); (resource, commit)."""
     found = runtime.get(RepoService).get(INTERNAL, repo)
     commit = runtime.get(RepoService).resolve(INTERNAL, repo).commit
-    autoindex.on_indexed(found, {"main": commit})
-    assert autoindex.wait_idle(30)
+    resource = repo_resource(found.id)
+    runtime.get(JobService).enqueue(KIND, resource, {"repo_id": found.id, "commits": {"main": commit}})
+    return resource, commit
+
+
+def run_job(runtime: Runtime, repo: str) -> Job:
+    """Queue the repository's auto-indexing job and run it in this thread, as any worker would; the job after."""
+    enqueue(runtime, repo)
+    assert JobRunner(runtime, role="test", kinds=frozenset({KIND})).run_one()
+    return last_job(runtime)
+
+
+def last_job(runtime: Runtime) -> Job:
+    return runtime.get(JobService).list_jobs(INTERNAL, kind=KIND, limit=1)[0]
+
+
+def test_the_job_indexes_and_failures_are_not_run_again_until_the_indexers_change(
+    runtime: Runtime, admin: Actor, repo: str, tmp_path: Path
+) -> None:
+    # No thread and no in-process queue: the durable job does the work, in whichever process claims it.
+    assert not hasattr(AutoIndexService, "wait_idle")
+    built = tmp_path / "built.scip"
+    built.write_bytes(build_index({"app/util.py": [([0, 4, 10], HELPER, scip.DEFINITION, [])]}))
+    failing = script(tmp_path, "fail.sh", "exit 3\n")
+    set_site_config(runtime, {"codeIntel.autoIndexing": {"enabled": True, "indexers": {"python": failing}}})
+    first_job = run_job(runtime, repo)
+    commit = runtime.get(RepoService).resolve(INTERNAL, repo).commit
+    assert first_job.state == "succeeded"  # the indexer failed, the job did its work: no retry of a broken indexer
+    assert first_job.result == {"indexed": [], "failed": {commit: "the python indexer exited with status 3"}}
+    autoindex = runtime.get(AutoIndexService)
     (first,) = autoindex.failures(INTERNAL, repo)
     assert first.indexers == f"python={failing}"
-    autoindex.on_indexed(found, {"main": commit})
-    assert autoindex.pending() == []
-    assert autoindex.wait_idle(30)
-    assert autoindex.failures(INTERNAL, repo) == [first]  # not run again
+    again = run_job(runtime, repo)
+    assert again.result == {"indexed": [], "failed": {}}  # not run again
+    assert autoindex.failures(INTERNAL, repo) == [first]
 
     fixed = script(tmp_path, "fixed.sh", "exit 4\n")
     set_site_config(runtime, {"codeIntel.autoIndexing": {"enabled": True, "indexers": {"python": fixed}}})
-    autoindex.on_indexed(found, {"main": commit})
-    assert autoindex.wait_idle(30)
+    run_job(runtime, repo)
     (second,) = autoindex.failures(INTERNAL, repo)
     assert (second.indexers, second.exit_code) == (f"python={fixed}", 4)
+
+    working = script(tmp_path, "ok.sh", f'cat {built} > "$out"\n')
+    set_site_config(runtime, {"codeIntel.autoIndexing": {"enabled": True, "indexers": {"python": working}}})
+    assert run_job(runtime, repo).result == {"indexed": [commit], "failed": {}}
+    assert uploads(runtime) == [("scip-test 9.9", AUTO)]
+    assert autoindex.failures(INTERNAL, repo) == []  # a success clears the commit's failure
+    assert run_job(runtime, repo).result == {"indexed": [], "failed": {}}  # it has an upload now
+
+
+def test_nothing_is_indexed_while_auto_indexing_is_disabled(runtime: Runtime, repo: str, tmp_path: Path) -> None:
+    configure(runtime, script(tmp_path, "never.sh", f"touch {tmp_path / 'ran'}\n"))  # indexer set, not enabled
+    assert run_job(runtime, repo).result == {"indexed": [], "failed": {}}
+    assert not os.path.exists(tmp_path / "ran")
 
 
 def test_only_site_admins_run_jobs(runtime: Runtime, repo: str, tmp_path: Path) -> None:
@@ -342,22 +383,48 @@ def test_cli_autoindex_runs_one_job(runtime: Runtime, repo: str, tmp_path: Path)
     assert "not found" in missing.stderr
 
 
-def test_closing_kills_a_running_job_and_records_nothing(runtime: Runtime, repo: str, tmp_path: Path) -> None:
+def start_hanging_job(runtime: Runtime, repo: str, tmp_path: Path) -> threading.Thread:
+    """A worker thread running the repository's job with an indexer that hangs; returns once it runs."""
     started = tmp_path / "started"
     hang = script(tmp_path, "hang.sh", f"touch {started}\nsleep 60\n")
     set_site_config(
         runtime, {"codeIntel.autoIndexing": {"enabled": True, "indexers": {"python": hang}, "timeoutSeconds": 600}}
     )
-    autoindex = runtime.get(AutoIndexService)
-    services = runtime.get(RepoService)
-    autoindex.on_indexed(services.get(INTERNAL, repo), {"main": services.resolve(INTERNAL, repo).commit})
+    enqueue(runtime, repo)
+    worker = threading.Thread(target=JobRunner(runtime, role="test", kinds=frozenset({KIND})).run_one, daemon=True)
+    worker.start()
     deadline = time.monotonic() + 30
     while not started.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert started.exists()
+    return worker
+
+
+def test_closing_kills_a_running_job_which_runs_again_later(runtime: Runtime, repo: str, tmp_path: Path) -> None:
+    worker = start_hanging_job(runtime, repo, tmp_path)
     begun = time.monotonic()
-    autoindex.close()  # what runtime.close() calls at shutdown
+    runtime.get(AutoIndexService).close()  # what runtime.close() calls at shutdown
+    worker.join(5)
+    assert not worker.is_alive()
     assert time.monotonic() - begun < 5
-    assert autoindex.wait_idle(5)
-    assert autoindex.failures(INTERNAL, repo) == []  # a shutdown is no failure: the next index queues it again
+    assert runtime.get(AutoIndexService).failures(INTERNAL, repo) == []  # a shutdown is no failure of the indexer
+    assert uploads(runtime) == []
+    job = last_job(runtime)
+    # Not lost with the process (the old in-memory queue lost it): queued again for any worker.
+    assert (job.state, job.attempts) == ("queued", 1)
+    assert job.last_error is not None
+    assert "interrupted by a shutdown" in job.last_error
+
+
+def test_an_operator_cancel_kills_the_running_indexer(
+    runtime: Runtime, admin: Actor, repo: str, tmp_path: Path
+) -> None:
+    worker = start_hanging_job(runtime, repo, tmp_path)
+    begun = time.monotonic()
+    runtime.get(JobService).cancel(admin, last_job(runtime).id)
+    worker.join(15)  # the lease keeper notices the cancel within seconds, the indexer is asked twice a second
+    assert not worker.is_alive()
+    assert time.monotonic() - begun < 15
+    assert last_job(runtime).state == "cancelled"
+    assert runtime.get(AutoIndexService).failures(INTERNAL, repo) == []
     assert uploads(runtime) == []

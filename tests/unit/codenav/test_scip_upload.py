@@ -33,6 +33,8 @@ from codewell.runtime import Runtime
 from tests.factories import actor_of_user, auth_headers, make_token, make_user
 from tests.gitfixtures import make_repo, register_local_repo
 
+pytestmark = pytest.mark.database
+
 INDEXER = Path(__file__).resolve().parents[2] / "scip" / "node_modules" / ".bin" / "scip-python"
 MAIN_CALL = '    label = "é→"; total = helper(21)'
 FILES = {

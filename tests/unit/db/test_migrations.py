@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from codewell.db import Base, Database
 from codewell.db.database import import_all_models
+
+pytestmark = pytest.mark.database
 
 
 def test_migrations_match_the_models(database_url: str) -> None:

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from codewell.core.actors import INTERNAL
 from codewell.history.service import HistoryService
-from codewell.history.setup import setup
 from codewell.repos.service import Repo, RepoService
 from codewell.runtime import Runtime
 
@@ -66,18 +65,20 @@ class RepoBuilder:
 
 
 def register(runtime: Runtime, path: Path, name: str, *, private: bool = False) -> Repo:
-    """Register a local repository, clone it (which indexes it through the sync listener) and return it."""
-    setup(runtime)
+    """Register a local repository, clone it and index its commits (what the history.index job does after a
+    sync in a wired process) and return it."""
     repos = runtime.get(RepoService)
     repos.add_repo(INTERNAL, str(path), name=name, private=private)
     outcome = repos.sync_repo(INTERNAL, name)
     assert outcome.ok, outcome.error
+    history(runtime).index_repo(outcome.repo)
     return outcome.repo
 
 
 def resync(runtime: Runtime, name: str) -> None:
     outcome = runtime.get(RepoService).sync_repo(INTERNAL, name)
     assert outcome.ok, outcome.error
+    history(runtime).index_repo(outcome.repo)
 
 
 def history(runtime: Runtime) -> HistoryService:

@@ -18,6 +18,8 @@ from codewell.history.service import HistoryService
 from codewell.runtime import Runtime
 from tests.unit.history.builders import RepoBuilder, register
 
+pytestmark = pytest.mark.database
+
 NAME = "example.com/many"
 
 

@@ -21,6 +21,8 @@ from codewell.mcp.registry import ToolRegistry
 from codewell.runtime import Runtime
 from tests.unit.history.builders import BIG, RepoBuilder, build_release, register
 
+pytestmark = pytest.mark.database
+
 
 @pytest.fixture
 def release(runtime: Runtime, tmp_path: Path) -> RepoBuilder:

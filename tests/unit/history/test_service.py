@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
+from codewell.capabilities import wire
 from codewell.core.actors import ANONYMOUS, INTERNAL, Actor
 from codewell.core.errors import InvalidInput, NotFound
 from codewell.history.models import HistoryCommit, HistoryWordCommit
@@ -14,6 +15,8 @@ from codewell.history.service import HistoryService
 from codewell.repos.service import RepoService
 from codewell.runtime import Runtime
 from tests.unit.history.builders import RepoBuilder, register, resync
+
+pytestmark = pytest.mark.database
 
 STRANGER = Actor.user(4242, "stranger")
 
@@ -303,6 +306,7 @@ def test_removing_a_repository_drops_its_history(runtime: Runtime, world: dict[s
             )
 
     commits_before, postings_before = counts()
+    wire(runtime)  # as in every real process: the removal enqueues history.sweep, which remove_repo waits for
     runtime.get(RepoService).remove_repo(INTERNAL, "example.com/alpha")
     commits_after, postings_after = counts()
     assert commits_after == commits_before - 4

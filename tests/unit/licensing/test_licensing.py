@@ -20,6 +20,8 @@ from codewell.runtime import Runtime
 from tests.factories import actor_of_user, make_user, set_site_config
 from tests.unit.licensing.testkeys import TEST_PUBLIC_KEY, Clock, issue, licensing
 
+pytestmark = pytest.mark.database
+
 AFTER_TRIAL = timedelta(days=plans.TRIAL_DAYS, minutes=1)
 
 

@@ -14,6 +14,8 @@ from codewell.runtime import Runtime
 from tests.gitfixtures import register_local_repo
 from tests.unit.repos.conftest import make_actor
 
+pytestmark = pytest.mark.database
+
 
 @pytest.fixture
 def two_repos(runtime: Runtime, sample_source: Path) -> RepoService:

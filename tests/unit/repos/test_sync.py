@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from datetime import timedelta
 from pathlib import Path
@@ -13,11 +12,14 @@ from codewell.config.schema import SiteConfig
 from codewell.core.actors import ANONYMOUS, INTERNAL
 from codewell.core.errors import Conflict, InvalidInput, NotFound, Unavailable
 from codewell.db.base import utcnow
+from codewell.jobs.runner import JobRunner
+from codewell.jobs.service import JobService
 from codewell.repos import git as gitmod
-from codewell.repos.scheduler import SyncScheduler
 from codewell.repos.service import Repo, RepoService, backoff_seconds
 from codewell.runtime import Runtime
 from tests.gitfixtures import commit, git, make_bare, make_repo, register_local_repo
+
+pytestmark = pytest.mark.database
 
 
 def test_first_sync_clones_a_bare_mirror_with_branches_and_tags_only(
@@ -230,7 +232,7 @@ def test_git_subprocess_timeouts_kill_the_process(tmp_path: Path) -> None:
     assert gitmod.LIMITER.active == 0
 
 
-async def test_the_scheduler_syncs_due_repos_and_a_failure_does_not_block_the_others(
+def test_scheduled_sync_jobs_sync_due_repos_and_a_failure_does_not_block_the_others(
     runtime: Runtime, service: RepoService, tmp_path: Path
 ) -> None:
     good = make_repo(tmp_path / "good", {"a": "a\n"})
@@ -241,22 +243,26 @@ async def test_the_scheduler_syncs_due_repos_and_a_failure_does_not_block_the_ot
             {"kind": "local", "path": str(good), "prefix": "ok"},
         ],
     )
-    scheduler = SyncScheduler(service, slots=2)
-    try:
-        for _ in range(50):
-            await scheduler.tick()
-            await asyncio.sleep(0.1)
-            states = {r.name: r.sync_state for r in service.all_repos(INTERNAL)}
-            if set(states.values()) == {"ready", "failed"}:
-                break
-        bad_name = f"bad{tmp_path}/nothing-here"  # a prefix replaces the host, the path stays
-        assert states == {bad_name: "failed", "ok/good": "ready"}
-        # Nothing is due now: the good one waits for its interval, the bad one for its back-off.
-        assert service.due_repos() == []
-        # A config change is picked up on the next tick.
-        _config(runtime, [{"kind": "local", "path": str(good), "prefix": "ok"}])
-        scheduler.config_changed.set()
-        await scheduler.tick()
-        assert [r.name for r in service.all_repos(INTERNAL)] == ["ok/good"]
-    finally:
-        scheduler.close()
+    runner = JobRunner(runtime, role="test")
+    runtime.get(JobService).enqueue("repos.reconcile", "site", cause="config.changed")
+    while runner.run_one():  # the reconcile queues both first syncs, in its transaction
+        pass
+    states = {r.name: r.sync_state for r in service.all_repos(INTERNAL)}
+    bad_name = f"bad{tmp_path}/nothing-here"  # a prefix replaces the host, the path stays
+    assert states == {bad_name: "failed", "ok/good": "ready"}
+    failed = runtime.get(JobService).list_jobs(INTERNAL, state="failed")
+    assert [j.kind for j in failed] == ["repos.sync"]
+    assert failed[0].last_error is not None
+    assert "nothing-here" in failed[0].last_error
+    # Nothing is due now: the good one waits for its interval, the bad one for its back-off.
+    assert service.due_repos() == []
+    runtime.get(JobService).enqueue("repos.schedule", "site")
+    while runner.run_one():
+        pass
+    assert runtime.get(JobService).list_jobs(INTERNAL, kind="repos.sync", state="queued") == []
+    # A config change is picked up by the next reconcile.
+    _config(runtime, [{"kind": "local", "path": str(good), "prefix": "ok"}])
+    runtime.get(JobService).enqueue("repos.reconcile", "site", cause="config.changed")
+    while runner.run_one():
+        pass
+    assert [r.name for r in service.all_repos(INTERNAL)] == ["ok/good"]

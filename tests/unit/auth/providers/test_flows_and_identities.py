@@ -21,6 +21,8 @@ from codewell.db.base import utcnow
 from codewell.runtime import Runtime
 from tests.factories import make_user
 
+pytestmark = pytest.mark.database
+
 CLIENT = ClientInfo(ip="127.0.0.1", user_agent="test")
 
 
