@@ -101,6 +101,9 @@ class JobKind:
     # Runs for minutes (a deep search answer, a SCIP indexer): a runner gives such kinds at most half of its threads,
     # so that syncs and indexing never wait behind them.
     long_running: bool = False
+    # Seconds an event's job waits before it is due, so that the jobs of many events can run together (a
+    # batching kind collects the repositories synced meanwhile into one shard).
+    delay: float = 0.0
     # Jobs cheaper together (many small repositories into one search shard): a runner that claims one claims up
     # to `batch` due jobs of the kind and hands them all to `run_batch` (`run` still serves a lone job).
     batch: int = 1

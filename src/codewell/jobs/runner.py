@@ -29,8 +29,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# An idle worker looks for due jobs this often (jobs enqueued by this process wake it at once).
-POLL_SECONDS = 1.0
+# An idle worker looks for due jobs after this, then a little later each time (jobs enqueued by this process
+# wake it at once; another process's within IDLE_MAX_SECONDS).
+POLL_SECONDS = 0.5
+IDLE_MAX_SECONDS = 5.0
 # How often a worker process says it is alive (and `drain` re-reads what it waits for).
 HEARTBEAT_SECONDS = 10.0
 
@@ -279,6 +281,7 @@ class JobRunner:
         return True
 
     def _work(self) -> None:
+        idle = 0
         while not self._stop.is_set():
             try:
                 ran = self.run_one()
@@ -286,8 +289,13 @@ class JobRunner:
                 log.exception("job worker failed; retrying")
                 ran = False
                 self._stop.wait(self.poll_seconds)
-            if not ran and not self._stop.is_set():
-                self.service.enqueued.wait(self.poll_seconds)
+            if ran:
+                idle = 0
+            elif not self._stop.is_set():
+                # An idle thread looks again later and later (up to IDLE_MAX_SECONDS): an idle server does not
+                # spend its CPU asking the database. A job enqueued by this process wakes it at once.
+                idle += 1
+                self.service.enqueued.wait(min(IDLE_MAX_SECONDS, self.poll_seconds * idle))
                 self.service.enqueued.clear()
 
     def _heartbeat(self) -> None:

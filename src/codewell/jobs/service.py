@@ -325,7 +325,9 @@ class JobService:
             priority = running.priority - 1 if running is not None else PRIORITY_EVENT
         kinds = self.subscribers(event)
         for kind in kinds:
-            self.enqueue(kind.name, resource, payload, priority=priority, cause=event, session=session)
+            self.enqueue(
+                kind.name, resource, payload, priority=priority, cause=event, delay=kind.delay, session=session
+            )
         return [kind.name for kind in kinds]
 
     def ensure_periodic(self, kinds: Iterable[JobKind]) -> None:
@@ -572,7 +574,8 @@ class JobService:
             session.execute(delete(JobWorkerRow).where(JobWorkerRow.owner == owner))
 
     def pending(self, resource: str) -> tuple[int, int]:
-        """(due or running, waiting for a retry later) jobs of `resource` (what `drain` waits for)."""
+        """(due, running or held back for a batch; waiting for a retry later) jobs of `resource` (what `drain`
+        waits for, and what it does not)."""
         now = utcnow()
         with self.db.session() as session:
             active = session.scalar(
@@ -580,13 +583,16 @@ class JobService:
                 .select_from(JobRow)
                 .where(
                     JobRow.resource == resource,
-                    or_(JobRow.state == RUNNING, and_(JobRow.state == QUEUED, JobRow.run_after <= now)),
+                    or_(
+                        JobRow.state == RUNNING,
+                        and_(JobRow.state == QUEUED, or_(JobRow.run_after <= now, JobRow.attempts == 0)),
+                    ),
                 )
             )
             later = session.scalar(
                 select(func.count())
                 .select_from(JobRow)
-                .where(JobRow.resource == resource, JobRow.state == QUEUED, JobRow.run_after > now)
+                .where(JobRow.resource == resource, JobRow.state == QUEUED, JobRow.run_after > now, JobRow.attempts > 0)
             )
         return int(active or 0), int(later or 0)
 
@@ -863,6 +869,10 @@ def _candidate(phase: str, by_resource: bool, *, lock: bool) -> Any:
         due = and_(jobs.c.state == RUNNING, jobs.c.lease_until < bindparam("p_now"))
     else:
         due = and_(jobs.c.state == QUEUED, jobs.c.run_after <= bindparam("p_now"))
+        if by_resource:
+            # Draining one resource (a caller waits for it): a job held back only to gather a batch
+            # (`JobKind.delay`, never attempted) is due at once; a retry still waits for its back-off.
+            due = and_(jobs.c.state == QUEUED, or_(jobs.c.run_after <= bindparam("p_now"), jobs.c.attempts == 0))
     candidate = select(jobs.c.id).where(due, ~busy, jobs.c.kind.in_(bindparam("p_kinds", expanding=True)))
     if by_resource:
         candidate = candidate.where(jobs.c.resource == bindparam("p_resource"))

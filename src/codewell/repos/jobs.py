@@ -25,6 +25,8 @@ from codewell.repos.sync import remove_mirror
 if TYPE_CHECKING:
     from codewell.runtime import Runtime
 
+# How often due syncs are looked for (intervals are minutes to hours; pushes enqueue their sync at once).
+SCHEDULE_SECONDS = 10.0
 # Progress of a clone is written to the job row at most this often.
 PROGRESS_SECONDS = 0.5
 
@@ -52,9 +54,7 @@ def sync(runtime: Runtime, job: JobRun) -> Mapping[str, Any]:
             job.progress(percent, 100, phase)
 
     def synced(session: Session, updated: Repo) -> None:
-        runtime.get(JobService).emit(
-            "repo.synced", repo_resource(updated.id), {"repo_id": updated.id}, session=session
-        )
+        runtime.get(JobService).emit("repo.synced", repo_resource(updated.id), {"repo_id": updated.id}, session=session)
 
     outcome = service.mirrors.sync(repo, progress, synced)
     if not outcome.ok:
@@ -99,7 +99,7 @@ JOB_KINDS: list[JobKind] = [
         enqueued_by="a new repository (in its row's transaction), `repos.schedule`, a push webhook, "
         "`codewell repos sync`, `POST /.api/repos/<name>/-/sync`",
     ),
-    JobKind("repos.schedule", schedule, "enqueue the syncs that are due", every=2.0, lease_seconds=120.0),
+    JobKind("repos.schedule", schedule, "enqueue the syncs that are due", every=SCHEDULE_SECONDS, lease_seconds=120.0),
     JobKind(
         "repos.reconcile",
         reconcile,

@@ -24,6 +24,8 @@ LOCK = "search"
 PROGRESS_SECONDS = 1.0
 # Up to this many due index jobs are built into one shard: a shard's fixed cost is paid once for all of them.
 BATCH = 64
+# A synced repository's index waits this long for others to join its batch (one shard for all of them).
+BATCH_WINDOW_SECONDS = 2.0
 # How often small shards are looked at for merging.
 MERGE_SECONDS = 30.0
 
@@ -105,6 +107,7 @@ JOB_KINDS: list[JobKind] = [
         stage="search",
         batch=BATCH,
         run_batch=index_batch,
+        delay=BATCH_WINDOW_SECONDS,
     ),
     JobKind(
         "search.merge",

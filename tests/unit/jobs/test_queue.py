@@ -79,6 +79,7 @@ TEST_KINDS = Capability(
         JobKind("test.give_up", _give_up, "fails for good"),
         JobKind("test.first", _chain, "emits test.first-done"),
         JobKind("test.second", _record, "runs after test.first", on=("test.first-done",)),
+        JobKind("test.gathered", _record, "waits to gather a batch", on=("test.first-done",), delay=3600.0),
         JobKind("test.tick", _record, "periodic", every=30.0),
         JobKind("test.cancel", _wait_for_cancel, "waits to be cancelled", lease_seconds=0.6),
         JobKind("test.batch", _record, "runs three at a time", batch=3, run_batch=_batch),
@@ -262,13 +263,26 @@ def test_drain_runs_what_a_job_causes_for_its_resource_only(runtime: Runtime, jo
     jobs.enqueue("test.first", "repo:1")
     jobs.enqueue("test.record", "repo:2", {"n": 2})
     drain(runtime, "repo:1")
-    assert [(kind, resource) for kind, resource, _ in RAN] == [("test.first", "repo:1"), ("test.second", "repo:1")]
+    # What the job caused ran too, the batch-gathering one at once: the caller waits for it, not for the window.
+    assert [(kind, resource) for kind, resource, _ in RAN] == [
+        ("test.first", "repo:1"),
+        ("test.second", "repo:1"),
+        ("test.gathered", "repo:1"),
+    ]
     assert {r.resource: r.state for r in _rows(runtime) if r.resource == "repo:2"} == {"repo:2": "queued"}
     second = next(r for r in _rows(runtime) if r.kind == "test.second")
     assert second.cause == "test.first-done"
     # What a job causes is one step more urgent than the job: a chain finishes before new work starts.
     first = next(r for r in _rows(runtime) if r.kind == "test.first")
     assert second.priority == first.priority - 1
+    # A runner leaves a batch-gathering job until its window ends.
+    RAN.clear()
+    jobs.enqueue("test.first", "repo:5")
+    runner = JobRunner(runtime, role="test")
+    while runner.run_one():
+        pass
+    assert ("test.gathered", "repo:5") not in [(kind, resource) for kind, resource, _ in RAN]
+    assert [r.state for r in _rows(runtime) if r.resource == "repo:5" and r.kind == "test.gathered"] == ["queued"]
 
 
 def test_only_site_admins_see_and_act_on_jobs(runtime: Runtime, jobs: JobService) -> None:
