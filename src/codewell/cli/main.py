@@ -3,6 +3,8 @@ config) and every capability's commands, read from `codewell.capabilities`."""
 
 from __future__ import annotations
 
+import contextlib
+import resource
 import sys
 from pathlib import Path
 
@@ -36,6 +38,18 @@ def cli(ctx: click.Context, data_dir: str | None, database_url: str | None) -> N
     """codewell: code search, navigation, history and an MCP tool server over your git repositories."""
     # Commands open their runtime through codewell.clikit, which wires the capabilities with this.
     ctx.obj = wire
+    _raise_open_files_limit()
+
+
+def _raise_open_files_limit() -> None:
+    """Allow as many open files as the system lets this process have: each search shard maps and holds a few
+    files, and thousands of small repositories not merged yet are thousands of shards (the default soft limit
+    of 1,024 stopped indexing at ~7,500 repositories in bench/scale_bench.py)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
 @cli.command()
