@@ -7,6 +7,7 @@ import secrets
 from codewell.accounts.service import AccountService
 from codewell.accounts.tokens import SCOPE_MCP, SCOPE_USER_ALL, TokenService
 from codewell.core.actors import INTERNAL
+from codewell.core.errors import Conflict
 from codewell.runtime import Runtime
 
 ADMIN_USERNAME = "admin"
@@ -21,7 +22,11 @@ def first_admin_step(runtime: Runtime, demo: bool) -> list[str]:
     if accounts.count_users() > 0:
         return []
     password = secrets.token_urlsafe(18)
-    user = accounts.create_user(INTERNAL, ADMIN_USERNAME, password=password, site_admin=True)
+    try:
+        user = accounts.create_user(INTERNAL, ADMIN_USERNAME, password=password, site_admin=True)
+    except Conflict:
+        # Another process starting on the same database at the same moment made it (and printed its credentials).
+        return []
     raw, _ = runtime.get(TokenService).create_token(
         INTERNAL, user.id, "created at first start", (SCOPE_USER_ALL, SCOPE_MCP), None
     )
