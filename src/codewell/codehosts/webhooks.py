@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -26,6 +25,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote
 
 from codewell.core.errors import InvalidInput, Unauthenticated
+from codewell.http.bodies import parse_json
 
 WEBHOOKS_PREFIX = "/.api/webhooks"
 # Push payloads name the repository near the top; GitHub's largest (2,048 commits) stay well under this. A bigger
@@ -93,10 +93,8 @@ def payload(delivery: Delivery) -> dict[str, Any]:
     if delivery.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
         values = parse_qs(body.decode("utf-8", "replace")).get("payload", [""])
         body = values[0].encode()
-    try:
-        data = json.loads(body)
-    except ValueError:  # UnicodeDecodeError is a ValueError too
-        raise InvalidInput("the webhook body is not valid JSON", hint="send the host's JSON payload") from None
+    # The body policy's parser (depth limit, no NaN): a verified host's body is still read like anyone's.
+    data = parse_json(body, what="the webhook body")
     if not isinstance(data, dict):
         raise InvalidInput("the webhook body must be a JSON object", hint="send the host's JSON payload")
     return data

@@ -6,7 +6,7 @@ POST /.api/codeintel/upload?repo=R&commit=C   body: the index.scip bytes (any co
         "$CODEWELL/.api/codeintel/upload?repo=github.com/acme/app&commit=$GIT_COMMIT"
 
 Site admins only (a token of one). Answers the upload's summary as JSON; 400 for a body that is not a SCIP
-index (nothing is stored then), for a commit the mirror does not have, or for a body over the size limit
+index (nothing is stored then) or for a commit the mirror does not have; 413 for a body over the size limit
 (site config `codeIntel.maxUploadBytes`, 512 MB by default).
 """
 
@@ -21,6 +21,7 @@ from starlette.routing import BaseRoute, Route
 from codewell.authz import Action
 from codewell.codenav.precise import PreciseService, format_size
 from codewell.core.errors import InvalidInput
+from codewell.http.bodies import BodyTooLarge, read_body
 from codewell.http.guards import require
 from codewell.http.requests import runtime_of
 from codewell.runtime import Runtime
@@ -28,26 +29,11 @@ from codewell.runtime import Runtime
 _PARAMS = {"repo", "commit"}
 
 
-def _too_big(size: int, limit: int) -> InvalidInput:
-    return InvalidInput(
-        f"the SCIP index is over the {format_size(limit)} limit of one upload ({format_size(size)} or more)",
+def _too_big(limit: int) -> BodyTooLarge:
+    return BodyTooLarge(
+        f"the SCIP index is over the {format_size(limit)} limit of one upload",
         hint="index a smaller part of the repository, or raise the site config option codeIntel.maxUploadBytes",
     )
-
-
-async def _body(request: Request, limit: int) -> bytes:
-    """The request body, read in chunks and refused as soon as it passes `limit` (never held whole beyond it)."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise _too_big(int(declared), limit)
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _too_big(size, limit)
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 async def upload(request: Request) -> Response:
@@ -61,7 +47,8 @@ async def upload(request: Request) -> Response:
     if not repo or not commit:
         raise InvalidInput("repo and commit are required", hint="e.g. ?repo=github.com/acme/app&commit=<sha>")
     service = runtime_of(request).get(PreciseService)
-    data = await _body(request, service.max_bytes)
+    # Refused by its declared length or as soon as the stream passes the limit: never held whole beyond it.
+    data = await read_body(request, service.max_bytes, refuse=_too_big(service.max_bytes))
     # Parsing and storing are blocking (protobuf, git, the database): a worker thread.
     summary = await asyncio.to_thread(service.upload, actor, repo, commit, data)
     return JSONResponse(

@@ -7,7 +7,6 @@ when the script failed (the request itself succeeded). Scripts cost CPU, so anon
 from __future__ import annotations
 
 import asyncio
-import json
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -16,6 +15,7 @@ from starlette.routing import BaseRoute, Route
 from codewell.authz import Action, ensure
 from codewell.core.errors import InvalidInput
 from codewell.evaluator.service import EvaluatorService
+from codewell.http.bodies import BodyTooLarge, json_value, size_text
 from codewell.http.requests import actor_of, runtime_of
 from codewell.runtime import Runtime
 
@@ -26,18 +26,11 @@ async def evaluate(request: Request) -> Response:
     service = runtime_of(request).get(EvaluatorService)
     # Bounded read: the script limit applies to the JSON-escaped script too (at most 6 bytes per byte).
     limit = 6 * service.limits.max_script_bytes + 1024
-    raw = bytearray()
-    async for chunk in request.stream():
-        raw += chunk
-        if len(raw) > limit:
-            raise InvalidInput(
-                f"the request body is larger than {limit} bytes",
-                hint=f"scripts are limited to {service.limits.max_script_bytes} bytes",
-            )
-    try:
-        body = json.loads(raw)
-    except ValueError:
-        raise InvalidInput("the request body is not JSON", hint='send {"script": "return 1"}') from None
+    refuse = BodyTooLarge(
+        f"the request body is larger than the {size_text(limit)} limit of evaluator requests",
+        hint=f"scripts are limited to {service.limits.max_script_bytes} bytes",
+    )
+    body = await json_value(request, limit, refuse=refuse)
     script = body.get("script") if isinstance(body, dict) else None
     if not isinstance(script, str):
         raise InvalidInput("`script` must be a string", hint='send {"script": "return 1"}')

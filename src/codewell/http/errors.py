@@ -8,6 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from codewell.core.errors import CodewellError
+from codewell.http.bodies import BodyTooLarge, refusal
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +29,8 @@ def wants_json(request: Request) -> bool:
 
 async def codewell_error_handler(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, CodewellError)
+    if isinstance(exc, BodyTooLarge):
+        return refusal(request.scope, exc)  # the shape of the route's family, as when refused by Content-Length
     if exc.http_status >= 500:
         log.error("request failed: %s", exc.message)
     if wants_json(request):

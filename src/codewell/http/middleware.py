@@ -1,4 +1,5 @@
-"""Request ID, security headers, access logging and request metrics as one pure ASGI middleware."""
+"""Request ID, security headers, access logging, request metrics and the body size caps as one pure ASGI
+middleware."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from codewell import authz
 from codewell.core.logging import request_id_var
+from codewell.http import bodies
 from codewell.runtime import Runtime
 
 log = logging.getLogger("codewell.access")
@@ -61,6 +63,30 @@ def method_label(method: str) -> str:
     return method if method in _KNOWN_METHODS else "other"
 
 
+def _declared_length(scope: Scope) -> int | None:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            return int(value) if value.isdigit() else None
+    return None
+
+
+def capped(receive: Receive, family: bodies.BodyFamily, limit: int) -> Receive:
+    """`receive` that raises BodyTooLarge once the body passes `limit`: a chunked body declares no length, so
+    the bytes are counted as they arrive and never more than `limit` reach whoever reads them."""
+    size = 0
+
+    async def receive_capped() -> Message:
+        nonlocal size
+        message = await receive()
+        if message["type"] == "http.request":
+            size += len(message.get("body", b""))
+            if size > limit:
+                raise bodies.too_large(family, limit)
+        return message
+
+    return receive_capped
+
+
 def _runtime_of(scope: Scope) -> Runtime | None:
     """The app's runtime (Starlette puts the app in the scope before its middleware runs)."""
     runtime = getattr(getattr(scope.get("app"), "state", None), "runtime", None)
@@ -80,10 +106,12 @@ class RequestContextMiddleware:
         token = request_id_var.set(request_id)
         started = time.perf_counter()
         status = 500
+        started_response = False
 
         async def send_with_id(message: Message) -> None:
-            nonlocal status
+            nonlocal status, started_response
             if message["type"] == "http.response.start":
+                started_response = True
                 status = message["status"]
                 headers = list(message.get("headers", []))
                 present = {name.lower() for name, _ in headers}
@@ -94,10 +122,26 @@ class RequestContextMiddleware:
                 message["headers"] = headers
             await send(message)
 
+        # The body policy (codewell.http.bodies): a declared length over the route family's cap is refused before
+        # anything runs; any other body is counted as it is read.
+        family = bodies.family_of(scope["path"])
+        limit = family.limit
+        declared = _declared_length(scope)
         try:
-            # One authorization scope per request: each permission question is decided once (codewell.authz).
-            with authz.scope(_runtime_of(scope)):
-                await self.app(scope, receive, send_with_id)
+            if limit is not None and declared is not None and declared > limit:
+                await bodies.refusal(scope, bodies.too_large(family, limit))(scope, receive, send_with_id)
+                return
+            if limit is not None:
+                receive = capped(receive, family, limit)
+            try:
+                # One authorization scope per request: each permission question is decided once (codewell.authz).
+                with authz.scope(_runtime_of(scope)):
+                    await self.app(scope, receive, send_with_id)
+            except bodies.BodyTooLarge as exc:
+                # Read outside the routes' error mapping (a capability's middleware): answered here the same way.
+                if started_response:
+                    raise
+                await bodies.refusal(scope, exc)(scope, receive, send_with_id)
         finally:
             elapsed = time.perf_counter() - started
             route = route_label(scope)

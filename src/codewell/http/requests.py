@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,6 +9,7 @@ from starlette.requests import Request
 
 from codewell.core.actors import ANONYMOUS, Actor
 from codewell.core.errors import InvalidInput
+from codewell.http.bodies import json_object
 from codewell.runtime import Runtime
 
 
@@ -25,14 +25,9 @@ def runtime_of(request: Request) -> Runtime:
 
 
 async def json_body(request: Request) -> dict[str, Any]:
-    """The request's JSON object; InvalidInput (400) for anything else."""
-    try:
-        body = json.loads(await request.body() or b"{}")
-    except ValueError:
-        raise InvalidInput("the request body is not valid JSON", hint="send a JSON object") from None
-    if not isinstance(body, dict):
-        raise InvalidInput("the request body must be a JSON object")
-    return body
+    """The request's JSON object under the body policy (codewell.http.bodies: the route family's size cap, the
+    depth limit, no NaN); 413 or 400 otherwise. An empty body reads as `{}`."""
+    return await json_object(request)
 
 
 def form_text(form: Mapping[str, object], key: str) -> str:

@@ -6,23 +6,28 @@ does not serve, protocol versions it does not speak, and bodies that are not one
   kept it open forever with a ping every 15 s, one descriptor per caller. The MCP transport spec allows 405.
 - An `MCP-Protocol-Version` header naming a version we do not serve: `400` with JSON-RPC error `-32022`,
   the supported versions in the message and in `data.supported` (the 2026-07-28 shape).
-- A JSON array (a JSON-RPC batch, removed from MCP in 2025-06-18), a JSON value that is not an object, or an
-  object that is not a JSON-RPC request, notification or response: `400` with `-32600` Invalid Request and a
-  short message (the SDK answered `-32602` with a pydantic dump). Bodies that are not JSON at all still go
-  to the SDK, which answers `-32700`.
+- A body the request-body policy refuses (codewell.http.bodies: not JSON, nested more than 64 levels, `NaN`
+  or `Infinity`): `400` with `-32700` Parse error naming the rule (the SDK's own parser took `NaN`, and the
+  message then read as a notification: `202` and no answer).
+- A JSON array (a JSON-RPC batch, removed from MCP in 2025-06-18), a JSON value that is not an object, an
+  `id` that is neither a string nor an integer (an object, array, bool, float or null: such a message used to
+  read as a notification, `202` with no answer), or an object that is not a JSON-RPC request, notification or
+  response: `400` with `-32600` Invalid Request and a short message (the SDK answered `-32602` with a
+  pydantic dump).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import pydantic_core
-from mcp_types import INVALID_REQUEST, jsonrpc_message_adapter
+from mcp_types import INVALID_REQUEST, PARSE_ERROR, jsonrpc_message_adapter
 from mcp_types.jsonrpc import UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import SUPPORTED_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, Response
+
+from codewell.http.bodies import InvalidJson, parse_json
 
 PROTOCOL_VERSION_HEADER = "mcp-protocol-version"
 SUPPORTED_VERSIONS_TEXT = ", ".join(SUPPORTED_PROTOCOL_VERSIONS)
@@ -46,22 +51,29 @@ def method_not_allowed(method: str) -> Response:
     )
 
 
+def _valid_id(request_id: Any) -> bool:
+    """A JSON-RPC id MCP accepts: a string or an integer (MCP forbids null; a bool is no integer here)."""
+    return isinstance(request_id, str | int) and not isinstance(request_id, bool)
+
+
 def _request_id(message: Any) -> Any:
     """The id to answer with: the message's own when it has a valid one, else null (JSON-RPC 2.0 §5)."""
-    if isinstance(message, dict):
-        request_id = message.get("id")
-        if isinstance(request_id, str | int) and not isinstance(request_id, bool):
-            return request_id
+    if isinstance(message, dict) and _valid_id(message.get("id")):
+        return message.get("id")
     return None
 
 
-def refusal(headers: Headers, body: bytes) -> Response | None:
-    """The answer for a POST the SDK must not see, or None to let it through."""
+def checked_message(headers: Headers, body: bytes) -> dict[str, Any] | Response:
+    """The POST's JSON-RPC message object, or the answer refusing it: the protocol version, the body policy's
+    parser (codewell.http.bodies: not JSON, too deep, NaN → -32700 Parse error), a batch, a value that is not
+    an object, or an `id` that is neither a string nor an integer (→ -32600 Invalid Request). Every refusal is a
+    400 with a JSON-RPC error whose id is null unless the message had a valid one (the transport spec: "an
+    HTTP error status code ... MAY comprise a JSON-RPC error response that has no id")."""
     try:
-        message: Any = pydantic_core.from_json(body)
-        parsed = True
-    except ValueError:
-        message, parsed = None, False
+        message: Any = parse_json(body)
+        problem: InvalidJson | None = None
+    except InvalidJson as exc:
+        message, problem = None, exc
     version = headers.get(PROTOCOL_VERSION_HEADER)
     if version is not None and version not in SUPPORTED_PROTOCOL_VERSIONS:
         return error_response(
@@ -72,8 +84,8 @@ def refusal(headers: Headers, body: bytes) -> Response | None:
             _request_id(message),
             {"supported": list(SUPPORTED_PROTOCOL_VERSIONS), "requested": version[:40]},
         )
-    if not parsed:
-        return None  # the SDK answers -32700 Parse error
+    if problem is not None:
+        return error_response(400, PARSE_ERROR, f"Parse error: {problem.message}")
     if isinstance(message, list):
         return error_response(
             400,
@@ -83,6 +95,20 @@ def refusal(headers: Headers, body: bytes) -> Response | None:
         )
     if not isinstance(message, dict):
         return error_response(400, INVALID_REQUEST, "Invalid Request: the body must be one JSON-RPC message object")
+    if "id" in message and not _valid_id(message["id"]) and not _is_error_response(message):
+        # Without this an object or array id made the message read as a notification: 202 and no answer.
+        return error_response(400, INVALID_REQUEST, 'Invalid Request: "id" must be a string or an integer')
+    return message
+
+
+def _is_error_response(message: dict[str, Any]) -> bool:
+    """A JSON-RPC error response, whose id may be null (the peer could not read the request's)."""
+    return "error" in message and "method" not in message and message["id"] is None
+
+
+def refusal(message: dict[str, Any]) -> Response | None:
+    """The answer for a message object that is no JSON-RPC request, notification or response, or None to let
+    it through to the SDK."""
     try:
         jsonrpc_message_adapter.validate_python(message, by_name=False)
     except ValidationError:

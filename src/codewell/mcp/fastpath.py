@@ -29,36 +29,33 @@ _SSE_HEADERS = {"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": 
 _METHODS = frozenset({"tools/list", "tools/call"})
 
 
-def eligible_request(request: Request, body: bytes) -> dict[str, Any] | None:
-    """The parsed JSON-RPC request when this path may answer it, else None (the SDK answers)."""
+def eligible_request(request: Request, message: dict[str, Any]) -> bool:
+    """Whether this path may answer the parsed JSON-RPC message (else the SDK answers). The gate has parsed it
+    under the body policy and checked its id (codewell.mcp.envelope.checked_message)."""
     headers = request.headers
     version = headers.get("mcp-protocol-version")
     if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
-        return None
+        return False
     if "mcp-session-id" in headers or not headers.get("content-type", "").startswith("application/json"):
-        return None
+        return False
     accept = headers.get("accept", "")
     if "application/json" not in accept or "text/event-stream" not in accept:
-        return None
-    try:
-        message = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None  # includes what orjson refuses and json accepts (NaN, huge integers): the SDK decides
-    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or message.get("method") not in _METHODS:
-        return None
+        return False
+    if message.get("jsonrpc") != "2.0" or message.get("method") not in _METHODS:
+        return False
     request_id = message.get("id")
     if isinstance(request_id, bool) or not isinstance(request_id, int | str):
-        return None
+        return False
     params = message.get("params", {})
     if not isinstance(params, dict):
-        return None
+        return False
     if message["method"] == "tools/call":
         arguments = params.get("arguments")
         if not isinstance(params.get("name"), str) or not (arguments is None or isinstance(arguments, dict)):
-            return None
+            return False
     elif "cursor" in params:
-        return None  # pagination is not used by our lists; let the SDK answer whatever a cursor means
-    return message
+        return False  # pagination is not used by our lists; let the SDK answer whatever a cursor means
+    return True
 
 
 def encode(payload: dict[str, Any]) -> bytes:

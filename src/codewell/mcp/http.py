@@ -6,8 +6,10 @@ bad Host → 421; bad Origin → 403; no credentials → 401 with a `WWW-Authent
 issued for another resource → 401 `invalid_token`; a token without an MCP-capable scope → 403
 `insufficient_scope`; no `MCP#ACCESS` → 403 `forbidden`; the plan in force lacks the `mcp` feature → 403
 with JSON-RPC error `-32003` naming the plan needed (codewell.licensing). The site config is read per
-request, so changes apply without a restart. Then `codewell.mcp.envelope`: any method but POST → 405; an unsupported
-`MCP-Protocol-Version` → 400 listing the supported versions; a batch or a body that is no JSON-RPC message →
+request, so changes apply without a restart. Then `codewell.mcp.envelope`: any method but POST → 405; a body over
+the MCP family's cap (codewell.http.bodies, 4 MiB) → 413 `-32600`; an unsupported `MCP-Protocol-Version` → 400
+listing the supported versions; a body the request-body policy refuses (not JSON, too deep, NaN) → 400
+`-32700`; a batch, an `id` that is neither a string nor an integer, or a body that is no JSON-RPC message →
 400 `-32600`.
 
 Transport: the SDK's Streamable HTTP session manager in stateless mode serves both protocol eras. A fresh
@@ -22,6 +24,7 @@ from typing import Any
 
 import anyio.to_thread
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp_types import INVALID_REQUEST
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -31,6 +34,7 @@ from codewell import authz
 from codewell.authz import Action
 from codewell.core.errors import PermissionDenied, Unauthenticated
 from codewell.core.tools import Endpoint
+from codewell.http.bodies import BodyTooLarge, family_of, read_body
 from codewell.http.errors import error_body
 from codewell.http.requests import actor_of
 from codewell.licensing.service import MCP_FEATURE, LicensingService
@@ -52,7 +56,7 @@ from codewell.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
-MAX_BODY_BYTES = 4 * 1024 * 1024
+MAX_BODY_BYTES = family_of(MCP_PREFIX).limit or 0  # the body policy's cap of the MCP family (4 MiB)
 # JSON-RPC error code (implementation-defined server error range) of a tool server outside the licensed plan.
 FEATURE_NOT_LICENSED = -32003
 
@@ -62,24 +66,6 @@ def _json_error(status: int, code: str, message: str, hint: str | None = None, *
     body = error_body(error)
     body["error"]["code"] = code  # type: ignore[index]
     return JSONResponse(body, status_code=status, headers=headers)
-
-
-async def _read_body(receive: Receive) -> bytes | None:
-    """The whole request body, or None as soon as it exceeds MAX_BODY_BYTES."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            return None
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            break
-    return b"".join(chunks)
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
@@ -124,16 +110,21 @@ class McpGate:
         if scope["method"] != "POST":
             await envelope.method_not_allowed(scope["method"])(scope, receive, send)
             return
-        body = await _read_body(receive)
-        if body is None:
-            await PlainTextResponse("Request body too large", status_code=413)(scope, receive, send)
+        try:
+            body = await read_body(request, MAX_BODY_BYTES)
+        except BodyTooLarge as exc:
+            await envelope.error_response(413, INVALID_REQUEST, exc.message)(scope, receive, send)
             return
-        message = fastpath.eligible_request(request, body)
-        if message is not None:
+        # The body policy's parser and the JSON-RPC checks: anything refused gets a JSON-RPC error, never 202.
+        message = envelope.checked_message(request.headers, body)
+        if isinstance(message, Response):
+            await message(scope, receive, send)
+            return
+        if fastpath.eligible_request(request, message):
             response = await fastpath.answer(self.runtime, self.caller, gated, actor_of(request), request, message)
             await response(scope, receive, send)
             return
-        refused = envelope.refusal(request.headers, body)
+        refused = envelope.refusal(message)
         if refused is not None:
             await refused(scope, receive, send)
             return

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import http.client
 import ipaddress
-import json
 import socket
 import ssl
 from typing import Any
 from urllib.parse import urlsplit
 
+from codewell.http.bodies import InvalidJson, parse_json
 from codewell.oauth.errors import OAuthError
 
 MAX_DOCUMENT_BYTES = 64 * 1024
@@ -102,9 +102,9 @@ def fetch_client_metadata(
     if len(body) > MAX_DOCUMENT_BYTES:
         raise _fail(f"the client metadata document exceeds {MAX_DOCUMENT_BYTES} bytes")
     try:
-        document = json.loads(body)
-    except ValueError:
-        raise _fail("the client metadata document is not JSON") from None
+        document = parse_json(body, what="the client metadata document")
+    except InvalidJson as exc:
+        raise _fail(exc.message) from None
     if not isinstance(document, dict):
         raise _fail("the client metadata document must be a JSON object")
     if document.get("client_id") != url:

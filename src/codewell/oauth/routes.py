@@ -9,7 +9,6 @@ import base64
 import hashlib
 import hmac
 import html
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -23,8 +22,9 @@ from starlette.routing import BaseRoute, Route
 from codewell import authz
 from codewell.authz import Action
 from codewell.core.errors import InvalidInput
+from codewell.http.bodies import BodyTooLarge, InvalidJson, parse_json, read_body
 from codewell.http.csrf import verify_form
-from codewell.http.requests import actor_of
+from codewell.http.requests import actor_of, json_body
 from codewell.http.templates import render
 from codewell.oauth.clients import AUTH_METHODS, SCOPE, ClientService
 from codewell.oauth.errors import OAuthError
@@ -34,7 +34,6 @@ from codewell.runtime import Runtime
 log = logging.getLogger(__name__)
 
 PREFIX = "/.auth/idp/oauth"
-MAX_FORM_BYTES = 64 * 1024
 CORS = {
     "Access-Control-Allow-Origin": "*",
     "Access-Control-Allow-Headers": "Authorization, Content-Type, MCP-Protocol-Version",
@@ -78,18 +77,25 @@ def _oauth_error(exc: OAuthError, headers: Mapping[str, str] | None = None) -> J
     return JSONResponse(exc.as_json(), status_code=exc.status, headers={**NO_STORE, **CORS, **extra})
 
 
-async def _form(request: Request) -> dict[str, str]:
-    """The urlencoded body (single values; a repeated parameter is an error per RFC 6749 §3.1)."""
-    body = await request.body()
-    if len(body) > MAX_FORM_BYTES:
-        raise OAuthError("invalid_request", "request body too large")
+async def _body(request: Request, error: str) -> bytes:
+    """The body under the OAuth family's cap (codewell.http.bodies); over it, the OAuth error `error` with 413."""
+    try:
+        return await read_body(request)
+    except BodyTooLarge as exc:
+        raise OAuthError(error, exc.message, status=413) from None
+
+
+async def _form(request: Request) -> tuple[dict[str, str], list[str]]:
+    """The urlencoded body (single values; a repeated parameter is an error per RFC 6749 §3.1), and the
+    `resource` values, the one parameter that may repeat (RFC 8707)."""
+    body = await _body(request, "invalid_request")
     pairs = parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
     form: dict[str, str] = {}
     for key, value in pairs:
         if key in form and key != "resource":
             raise OAuthError("invalid_request", f"parameter {key} given more than once")
         form[key] = value
-    return form
+    return form, [value for key, value in pairs if key == "resource"]
 
 
 def _client_credentials(request: Request, form: Mapping[str, str]) -> tuple[str, str | None]:
@@ -159,7 +165,9 @@ def _error_page(exc: OAuthError) -> HTMLResponse:
         f"</head><body><h1>Authorization error</h1><p><code>{html.escape(exc.error)}</code>: "
         f"{html.escape(exc.description)}</p></body></html>"
     )
-    return HTMLResponse(body, status_code=400, headers=NO_STORE)
+    # A page answers 400 for every protocol error (a browser shows it, no client reads a 401 here); a body over
+    # the cap keeps its 413.
+    return HTMLResponse(body, status_code=413 if exc.status == 413 else 400, headers=NO_STORE)
 
 
 def _session_user_id(request: Request) -> int | None:
@@ -233,7 +241,7 @@ class OAuthRoutes:
 
     async def authorize_decision(self, request: Request) -> Response:
         try:
-            form = await _form(request)
+            form, _ = await _form(request)
         except OAuthError as exc:
             return _error_page(exc)
         params, resources = self._authorization_params(request, form)
@@ -261,13 +269,10 @@ class OAuthRoutes:
 
     async def token(self, request: Request) -> Response:
         try:
-            form = await _form(request)
+            form, resources = await _form(request)
             client_id, secret = _client_credentials(request, form)
             client = await self.run(self.clients.authenticate_client, client_id, secret)
             grant = form.get("grant_type", "")
-            resources = [
-                v for k, v in parse_qsl((await request.body()).decode(), keep_blank_values=True) if k == "resource"
-            ]
             if len(resources) > 1:
                 raise OAuthError("invalid_target", "request one resource per token")
             resource = resources[0] if resources else None
@@ -294,13 +299,11 @@ class OAuthRoutes:
         if not self.runtime.config.mcp_dynamic_client_registration_enabled:
             return PlainTextResponse("no route", status_code=404)
         try:
-            body = await request.body()
-            if len(body) > MAX_FORM_BYTES:
-                raise OAuthError("invalid_client_metadata", "registration request too large")
+            body = await _body(request, "invalid_client_metadata")
             try:
-                document = json.loads(body or b"null")
-            except ValueError:
-                raise OAuthError("invalid_client_metadata", "the body must be a JSON object") from None
+                document = parse_json(body) if body.strip() else None
+            except InvalidJson as exc:
+                raise OAuthError("invalid_client_metadata", exc.message) from None
             client, secret = await self.run(self.clients.register_dynamic, document)
         except OAuthError as exc:
             if exc.status == 404:
@@ -318,7 +321,7 @@ class OAuthRoutes:
 
     async def revoke(self, request: Request) -> Response:
         try:
-            form = await _form(request)
+            form, _ = await _form(request)
             client_id, secret = _client_credentials(request, form)
             client = await self.run(self.clients.authenticate_client, client_id, secret) if client_id else None
             await self.run(self.grants.revoke, client, form.get("token", ""))
@@ -328,7 +331,7 @@ class OAuthRoutes:
 
     async def introspect(self, request: Request) -> Response:
         try:
-            form = await _form(request)
+            form, _ = await _form(request)
             client_id, secret = _client_credentials(request, form)
             result: dict[str, Any] = await self.run(
                 self.grants.introspect_for, actor_of(request), client_id, secret, form.get("token", "")
@@ -359,11 +362,8 @@ class OAuthRoutes:
         if request.method == "GET":
             clients = await self.run(self.clients.list_clients, actor, request.query_params.get("kind"))
             return JSONResponse({"clients": [c.as_json() for c in clients]})
-        try:
-            data = await request.json()
-        except ValueError:
-            raise InvalidInput("the body must be JSON", hint='{"name": "...", "redirect_uris": ["..."]}') from None
-        if not isinstance(data, dict) or not isinstance(data.get("redirect_uris"), list):
+        data = await json_body(request)
+        if not isinstance(data.get("redirect_uris"), list):
             raise InvalidInput("redirect_uris (array) is required", hint='{"name": "...", "redirect_uris": ["..."]}')
         client, secret = await self.run(
             lambda: self.clients.create_static_client(

@@ -10,15 +10,13 @@ Repository names contain slashes, so sub-resources follow a `/-/` separator:
 from __future__ import annotations
 
 import asyncio
-import json
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
 from codewell.core.errors import InvalidInput
-from codewell.http.requests import actor_of, runtime_of
+from codewell.http.requests import actor_of, json_body, runtime_of
 from codewell.repos import render
 from codewell.repos.service import LIST_REFS_DEFAULT, LIST_REPOS_DEFAULT, RepoService
 from codewell.runtime import Runtime
@@ -57,11 +55,8 @@ async def list_repos(request: Request) -> JSONResponse:
 
 
 async def add_repo(request: Request) -> JSONResponse:
-    try:
-        body: Any = json.loads(await request.body() or b"{}")
-    except ValueError:
-        raise InvalidInput("request body is not valid JSON", hint='send {"url": "https://host/org/repo.git"}') from None
-    if not isinstance(body, dict) or not isinstance(body.get("url"), str):
+    body = await json_body(request)
+    if not isinstance(body.get("url"), str):
         raise InvalidInput("`url` (string) is required", hint='send {"url": "https://host/org/repo.git"}')
     name = body.get("name")
     private = body.get("private", False)

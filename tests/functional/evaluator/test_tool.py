@@ -115,10 +115,13 @@ def test_rest_endpoint(served: Served) -> None:
     assert failed.json()["error"]["line"] == 1
     bad = httpx2.post(url, content=b"not json", headers=auth, timeout=30)
     assert bad.status_code == 400
-    assert bad.json()["error"]["message"] == "the request body is not JSON"
+    assert bad.json()["error"]["message"] == "the request body is not valid JSON"
     huge = httpx2.post(url, json={"script": "x" * 500_000}, headers=auth, timeout=30)
-    assert huge.status_code == 400
-    assert huge.json()["error"]["message"].startswith("the request body is larger than")
+    assert huge.status_code == 413
+    assert huge.json()["error"]["message"] == (
+        "the request body is larger than the 385 KiB (394240 bytes) limit of evaluator requests"
+    )
+    assert huge.json()["error"]["hint"] == "scripts are limited to 65536 bytes"
     empty = httpx2.post(url, json={"script": ""}, headers=auth, timeout=30)
     assert empty.status_code == 400
     assert empty.json()["error"]["message"] == "the script is empty"

@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.types import Message
 
 from codewell.core.tools import Endpoint, ToolSpec
-from codewell.mcp import fastpath
+from codewell.mcp import envelope, fastpath
 from codewell.mcp.http import McpGate
 from codewell.mcp.registry import ToolRegistry
 from codewell.runtime import Runtime
@@ -94,8 +94,9 @@ async def test_fast_path_matches_the_sdk(runtime: Runtime, message: dict[str, An
     body = json.dumps(message).encode()
     scope = http_scope(body, actor)
     request = Request(scope)
-    parsed = fastpath.eligible_request(request, body)
-    assert parsed is not None
+    parsed = envelope.checked_message(request.headers, body)
+    assert isinstance(parsed, dict)
+    assert fastpath.eligible_request(request, parsed)
     fast = await run_asgi(lambda s, r, w: _fast(gate, request, parsed, s, r, w), scope, body)
     manager = StreamableHTTPSessionManager(gate.servers[Endpoint.CORE], stateless=True)
     async with manager.run():
@@ -113,20 +114,32 @@ async def _fast(gate: McpGate, request: Request, message: dict[str, Any], scope:
     [
         (b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}', {}),
         (b'{"jsonrpc":"2.0","method":"notifications/initialized"}', {}),
-        (b'[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]', {}),
-        (b'{"jsonrpc":"2.0","id":true,"method":"tools/list"}', {}),
         (b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":3}}', {}),
         (b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}', {"mcp-protocol-version": "2026-07-28"}),
         (b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}', {"mcp-session-id": "abc"}),
         (b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}', {"accept": "application/json"}),
-        (b"{broken", {}),
     ],
 )
 def test_everything_else_goes_to_the_sdk(body: bytes, headers: dict[str, str]) -> None:
     scope = http_scope(body, None)
     merged = {k.decode(): v.decode() for k, v in scope["headers"]} | headers
     scope["headers"] = [(k.encode(), v.encode()) for k, v in merged.items()]
-    assert fastpath.eligible_request(Request(scope), body) is None
+    request = Request(scope)
+    message = envelope.checked_message(request.headers, body)
+    assert isinstance(message, dict)
+    assert not fastpath.eligible_request(request, message)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]',
+        b'{"jsonrpc":"2.0","id":true,"method":"tools/list"}',
+        b"{broken",
+    ],
+)
+def test_bodies_the_gate_refuses_never_reach_the_fast_path(body: bytes) -> None:
+    assert not isinstance(envelope.checked_message(Request(http_scope(body, None)).headers, body), dict)
 
 
 def test_spec_list_is_shared() -> None:

@@ -378,8 +378,8 @@ def test_rest_refuses_an_oversized_body_by_its_length(world: World, client: Test
         content=b"\x00" * 2048,
         headers=auth_headers(world.admin_token),
     )
-    assert response.status_code == 400
-    assert "limit" in response.json()["error"]["message"]
+    assert response.status_code == 413
+    assert response.json()["error"]["message"] == "the SCIP index is over the 1 KB limit of one upload"
 
 
 def test_cli_upload_and_list(world: World, scip_python_index: bytes, tmp_path: Path) -> None:
