@@ -88,6 +88,9 @@ class JobKind:
     on: tuple[str, ...] = ()
     lock: str | None = None
     every: float | None = None
+    # A periodic kind's row is queued with this priority (lower runs first; None: the scheduled priority, behind
+    # every event's job). Search's merge needs its turn while thousands of syncs wait, or small shards pile up.
+    priority: int | None = None
     max_attempts: int = 5
     lease_seconds: float = 600.0
     # The per-repository stage it is ("mirror", "search", "symbols", "nls", "history"): `codewell repos status`
@@ -101,6 +104,10 @@ class JobKind:
     # Runs for minutes (a deep search answer, a SCIP indexer): a runner gives such kinds at most half of its threads,
     # so that syncs and indexing never wait behind them.
     long_running: bool = False
+    # At most this many jobs of the kind at once in one runner (0: no limit). Search's index batches run one at a
+    # time per process: the repositories synced while one builds all join the next batch, so a bulk registration
+    # makes a few big shards instead of thousands of tiny ones (each costs open files and a merge later).
+    per_runner: int = 0
     # Seconds an event's job waits before it is due, so that the jobs of many events can run together (a
     # batching kind collects the repositories synced meanwhile into one shard).
     delay: float = 0.0

@@ -311,33 +311,6 @@ class ConversationStore:
             )
 
     # -- the workers' side ----------------------------------------------------------------------------------
-    def claim(self, owner: str, lease_seconds: float) -> ClaimedJob | None:
-        """Lease the oldest due job: a queued one, or one whose worker's lease expired (it died)."""
-        now = utcnow()
-        claimable = or_(
-            and_(JobRow.state == QUEUED, JobRow.run_after <= now),
-            and_(JobRow.state == RUNNING, JobRow.lease_expires_at < now),
-        )
-        with self.db.session() as session:
-            candidates = list(session.scalars(select(JobRow.id).where(claimable).order_by(JobRow.id).limit(8)))
-        for job_id in candidates:
-            with self.db.session() as session:
-                taken = session.execute(
-                    update(JobRow)
-                    .where(JobRow.id == job_id, claimable)
-                    .values(
-                        state=RUNNING,
-                        lease_owner=owner,
-                        lease_expires_at=now + timedelta(seconds=lease_seconds),
-                        attempts=JobRow.attempts + 1,
-                    )
-                )
-                if taken.rowcount == 1:  # type: ignore[attr-defined]
-                    row = session.get(JobRow, job_id)
-                    assert row is not None
-                    return ClaimedJob(row.id, row.question_id, row.attempts)
-        return None
-
     def claim_question(self, owner: str, question_id: int, lease_seconds: float) -> ClaimedJob | None:
         """Lease the job of one question when it is claimable (queued and due, or its worker's lease expired);
         None when it is done, gone, or leased by a live worker."""

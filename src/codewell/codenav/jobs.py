@@ -19,16 +19,11 @@ if TYPE_CHECKING:
 LOCK = "codenav"
 
 
-def _commits(job: JobRun) -> dict[str, str]:
-    commits = job.payload.get("commits")
-    return {str(k): str(v) for k, v in commits.items()} if isinstance(commits, Mapping) else {}
-
-
 def symbols(runtime: Runtime, job: JobRun) -> Mapping[str, Any]:
-    repo = runtime.get(RepoService).repo_by_id(int(job.payload["repo_id"]))
-    if repo is None:
+    found = runtime.get(RepoService).indexed_revisions(job.payload)
+    if found is None:
         return {"skipped": "the repository was removed"}
-    commits = _commits(job)
+    repo, commits = found
     runtime.get(CodeNavService).on_indexed(repo, commits)
     return {"revisions": len(set(commits.values()))}
 
@@ -38,12 +33,13 @@ def autoindex(runtime: Runtime, job: JobRun) -> Mapping[str, Any]:
 
     The job itself does the work (no in-process queue): a job queued when a process stops is run by the next
     one, and a newer `search.indexed` of the same repository supersedes a queued job with its newer commits."""
-    repo = runtime.get(RepoService).repo_by_id(int(job.payload["repo_id"]))
-    if repo is None:
+    found = runtime.get(RepoService).indexed_revisions(job.payload)
+    if found is None:
         return {"skipped": "the repository was removed"}
+    repo, commits = found
     results = runtime.get(AutoIndexService).index_due(
         repo,
-        _commits(job),
+        commits,
         cancelled=lambda: job.cancelled,
         progress=job.progress,
     )

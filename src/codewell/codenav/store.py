@@ -17,10 +17,12 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,7 +38,7 @@ from codewell.repos.git import walk_blobs
 if TYPE_CHECKING:
     from codewell.search.service import RevisionFiles
 
-__all__ = ["FORMAT", "Indexed", "SymbolRow", "build_index", "open_index"]
+__all__ = ["FORMAT", "Indexed", "OpenIndexes", "SymbolRow", "build_index", "open_index"]
 
 FORMAT = 3
 # Files per task sent to a worker: big enough to amortize pickling, small enough to balance the workers.
@@ -429,6 +431,11 @@ def _occurrence_rows(results: list[FileSymbols], ids: dict[str, int]) -> Iterato
                 yield name, file_id, ""
 
 
+# definition_spans remembers at most this many paths per open handle (OpenIndexes keeps the handles).
+_SPANS_MEMO = 4096
+_UNKNOWN: list[tuple[int, int, int]] = []
+
+
 class Indexed:
     """Read access to one revision's index (one SQLite connection; cheap to open, use and close)."""
 
@@ -436,6 +443,7 @@ class Indexed:
         self.path = path
         self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
         self._files: dict[int, FileRow] | None = None
+        self._spans: dict[str, list[tuple[int, int, int]] | None] = {}
 
     def close(self) -> None:
         self.db.close()
@@ -531,8 +539,18 @@ class Indexed:
         Columns as stored (1-based, end exclusive). A parsed file without definitions maps to an empty list, so
         "defines nothing" stays distinct from "not parsed".
         """
-        wanted = list(dict.fromkeys(paths))
+        # Per handle, the answer of each path is kept: the index never changes under an open handle, and search's
+        # ranking asks again for the same files (a common word's first page) on every query.
+        memo = self._spans
         out: dict[str, list[tuple[int, int, int]]] = {}
+        wanted = []
+        for path in dict.fromkeys(paths):
+            known = memo.get(path, _UNKNOWN)
+            if known is _UNKNOWN:
+                wanted.append(path)
+            elif known is not None:
+                out[path] = known
+        fresh: dict[str, list[tuple[int, int, int]]] = {}
         # SQLite allows at most 32766 parameters per statement; pages of 500 stay far below it.
         for i in range(0, len(wanted), 500):
             page = wanted[i : i + 500]
@@ -541,14 +559,18 @@ class Indexed:
                 f"SELECT path FROM files WHERE queries != '' AND skipped = '' AND path IN ({marks})",
                 page,
             ):
-                out[path] = []
+                fresh[path] = []
             rows = self.db.execute(
                 "SELECT f.path, s.line, s.col, s.end_col FROM symbols s JOIN files f ON f.id = s.file_id "
                 f"WHERE s.line = s.end_line AND f.path IN ({marks}) AND {_NOT_LOCAL}",
                 page,
             )
             for path, line, col, end_col in rows:
-                out.setdefault(path, []).append((line, col, end_col))
+                fresh.setdefault(path, []).append((line, col, end_col))
+        if len(memo) + len(wanted) <= _SPANS_MEMO:
+            for path in wanted:
+                memo[path] = fresh.get(path)
+        out.update(fresh)
         return out
 
     def definition_blocks(self, kinds: Iterable[str]) -> dict[str, list[tuple[int, int, str]]]:
@@ -651,3 +673,53 @@ def open_index(path: Path) -> Indexed | None:
         indexed.close()
         return None
     return indexed
+
+
+class OpenIndexes:
+    """Read handles of recently used indexes, kept open between requests.
+
+    A search ranks its first page with the symbol tables of every repository it shows (tens of them): opening
+    each index anew (connect, format check) cost more than the lookups. A handle is reused while its file is the
+    same (inode and mtime: an index is replaced whole by `os.replace`, never changed in place); one thread at a
+    time uses a handle (an sqlite3 connection is not safe to share concurrently); an evicted handle closes when
+    its last user lets go of it.
+    """
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._handles: OrderedDict[Path, tuple[tuple[int, int], Indexed, threading.Lock]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def use(self, path: Path) -> Iterator[Indexed | None]:
+        """The index at `path` for the duration of the block (None when missing or of another format)."""
+        try:
+            found = path.stat()
+        except FileNotFoundError:
+            yield None
+            return
+        identity = (found.st_ino, found.st_mtime_ns)
+        with self._lock:
+            entry = self._handles.get(path)
+            if entry is not None and entry[0] == identity:
+                self._handles.move_to_end(path)
+            else:
+                entry = None
+        if entry is None:
+            index = open_index(path)
+            if index is None:
+                yield None
+                return
+            entry = (identity, index, threading.Lock())
+            with self._lock:
+                self._handles[path] = entry
+                self._handles.move_to_end(path)
+                while len(self._handles) > self.size:
+                    self._handles.popitem(last=False)
+        _identity, index, lock = entry
+        with lock:
+            yield index
+
+    def clear(self) -> None:
+        with self._lock:
+            self._handles.clear()

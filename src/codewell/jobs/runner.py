@@ -15,6 +15,7 @@ import threading
 import time
 import uuid
 import weakref
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -213,6 +214,7 @@ class JobRunner:
         self._threads: list[threading.Thread] = []
         self._busy = 0
         self._long = 0  # threads running a long_running kind now
+        self._running: Counter[str] = Counter()  # jobs running now per kind (JobKind.per_runner)
         self._lock = threading.Lock()
 
     def start(self) -> None:
@@ -265,6 +267,11 @@ class JobRunner:
             if self._long >= max(1, self.concurrency // 2):
                 # Half the threads already run long jobs: this one takes only the others.
                 wanted = frozenset(name for name in wanted if name in kinds and not kinds[name].long_running)
+            full = {name for name, n in self._running.items() if name in kinds and 0 < kinds[name].per_runner <= n}
+            if full:
+                wanted = wanted - full
+                if not wanted:
+                    return False
         job = self.service.claim(self.owner, wanted)
         if job is None:
             return False
@@ -272,12 +279,14 @@ class JobRunner:
         with self._lock:
             self._busy += 1
             self._long += long_running
+            self._running[job.kind] += 1
         try:
             execute(self.runtime, job)
         finally:
             with self._lock:
                 self._busy -= 1
                 self._long -= long_running
+                self._running[job.kind] -= 1
         return True
 
     def _work(self) -> None:

@@ -340,7 +340,8 @@ class JobService:
                     select(JobRow.id).where(JobRow.kind == kind.name, JobRow.state.in_((QUEUED, RUNNING))).limit(1)
                 )
                 if present is None:
-                    self.enqueue(kind.name, SITE, priority=PRIORITY_SCHEDULED, cause="schedule", session=session)
+                    priority = PRIORITY_SCHEDULED if kind.priority is None else kind.priority
+                    self.enqueue(kind.name, SITE, priority=priority, cause="schedule", session=session)
 
     # --- claiming and finishing -------------------------------------------------------------------------
 
@@ -532,19 +533,26 @@ class JobService:
         if other is not None:
             session.execute(delete(JobRow).where(JobRow.id == job.id))
             return
-        session.execute(
-            update(JobRow)
-            .where(JobRow.id == job.id)
-            .values(
-                state=QUEUED,
-                run_after=now + timedelta(seconds=delay),
-                attempts=0 if error is None else JobRow.attempts,
-                lease_owner=None,
-                lease_until=None,
-                finished_at=now,
-                last_error=error,
-            )
-        )
+        try:
+            # In a savepoint: another process may queue the kind's row between the check above and this update
+            # (its start-up `ensure_periodic`, an event); then that row is the next run and this one goes.
+            with session.begin_nested():
+                session.execute(
+                    update(JobRow)
+                    .where(JobRow.id == job.id)
+                    .values(
+                        state=QUEUED,
+                        run_after=now + timedelta(seconds=delay),
+                        priority=PRIORITY_SCHEDULED if kind.priority is None else kind.priority,
+                        attempts=0 if error is None else JobRow.attempts,
+                        lease_owner=None,
+                        lease_until=None,
+                        finished_at=now,
+                        last_error=error,
+                    )
+                )
+        except IntegrityError:
+            session.execute(delete(JobRow).where(JobRow.id == job.id))
 
     # --- workers ----------------------------------------------------------------------------------------
 

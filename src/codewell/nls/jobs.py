@@ -17,11 +17,10 @@ LOCK = "nls"
 
 
 def chunks(runtime: Runtime, job: JobRun) -> Mapping[str, Any]:
-    repo = runtime.get(RepoService).repo_by_id(int(job.payload["repo_id"]))
-    if repo is None:
+    found = runtime.get(RepoService).indexed_revisions(job.payload)
+    if found is None:
         return {"skipped": "the repository was removed"}
-    commits = job.payload.get("commits")
-    branches = {str(k): str(v) for k, v in commits.items()} if isinstance(commits, Mapping) else {}
+    repo, branches = found
     runtime.get(NlsService).on_indexed(repo, branches)
     return {"revisions": len(set(branches.values()))}
 

@@ -451,6 +451,15 @@ class RepoService:
             row = session.get(RepoRow, repo_id)
             return self.catalog.to_repo(row) if row is not None else None
 
+    def indexed_revisions(self, payload: Mapping[str, object]) -> tuple[Repo, dict[str, str]] | None:
+        """The repository and branch → commit map a job about indexed revisions names (`search.indexed`'s
+        payload: `repo_id`, `commits`); None when the repository was removed since."""
+        repo = self.repo_by_id(int(str(payload["repo_id"])))
+        if repo is None:
+            return None
+        commits = payload.get("commits")
+        return repo, {str(k): str(v) for k, v in commits.items()} if isinstance(commits, Mapping) else {}
+
     def removed_repo(self, payload: Mapping[str, object]) -> Repo:
         """The repository a `repo.removed` job names (its row is gone): id, name and mirror path only."""
         name = str(payload["name"])

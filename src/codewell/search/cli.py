@@ -9,14 +9,17 @@ import os
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from codewell.clikit import fail, handle_errors, open_runtime
 from codewell.core.actors import INTERNAL
-from codewell.repos.service import RepoService
+from codewell.repos.service import Repo, RepoService
 from codewell.search.render import read_cursor, render_results
-from codewell.search.service import SearchService
+from codewell.search.service import INDEX_BATCH_REPOS, SearchService
+
+# Repositories at least this big get their own shard and progress bar; smaller ones are indexed together.
+BIG_REPO_BYTES = 64 << 20
 
 
 @click.command("index")
@@ -36,6 +39,12 @@ def index(ctx: click.Context, repo: str | None, force: bool, workers: int, show_
     repos = runtime.get(RepoService)
     targets = [repos.get(INTERNAL, repo)] if repo else repos.readable(INTERNAL)
     failed = 0
+    if not repo:
+        # Every repository: the small ones together, INDEX_BATCH_REPOS per shard (one bar per batch: an
+        # organization has thousands), the big ones alone below with their own bars; then small shards merged.
+        small = [t for t in targets if (t.size_bytes or 0) < BIG_REPO_BYTES]
+        targets = [t for t in targets if (t.size_bytes or 0) >= BIG_REPO_BYTES]
+        failed += _index_small(service, small, workers=workers, force=force)
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -62,8 +71,29 @@ def index(ctx: click.Context, repo: str | None, force: bool, workers: int, show_
                 detail=f"{status.documents} files, {status.content_bytes / 1e6:.0f} MB content, "
                 f"{status.index_bytes / 1e6:.0f} MB index",
             )
+    if not repo:
+        with Console().status("merging small shards"):
+            while service.merge_shards():
+                pass
     if failed:
-        fail(f"{failed} of {len(targets)} repositories failed to index", "see the messages above")
+        fail(f"{failed} repositories failed to index", "see the messages above")
+
+
+def _index_small(service: SearchService, repos: list[Repo], *, workers: int, force: bool) -> int:
+    """Index `repos` INDEX_BATCH_REPOS to a shard, with one progress bar; returns how many failed."""
+    failed = 0
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=Console()
+    ) as progress:
+        task = progress.add_task(f"{len(repos)} small repositories", total=len(repos))
+        for lo in range(0, len(repos), INDEX_BATCH_REPOS):
+            batch = repos[lo : lo + INDEX_BATCH_REPOS]
+            for status in service.index_many(batch, workers=workers, force=force):
+                if status.state == "failed":
+                    failed += 1
+                    progress.console.print(f"[red]{status.repo}: failed: {status.error}[/red]")
+            progress.advance(task, len(batch))
+    return failed
 
 
 @click.command("search")

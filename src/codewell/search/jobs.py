@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from codewell.capability import JobKind, JobRun
 from codewell.core.errors import CodewellError
+from codewell.jobs.service import PRIORITY_EVENT
 from codewell.repos.service import RepoService
 from codewell.search.service import SearchService
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 LOCK = "search"
 PROGRESS_SECONDS = 1.0
 # Up to this many due index jobs are built into one shard: a shard's fixed cost is paid once for all of them.
-BATCH = 64
+BATCH = 128
 # A synced repository's index waits this long for others to join its batch (one shard for all of them).
 BATCH_WINDOW_SECONDS = 2.0
 # How often small shards are looked at for merging.
@@ -108,12 +109,15 @@ JOB_KINDS: list[JobKind] = [
         batch=BATCH,
         run_batch=index_batch,
         delay=BATCH_WINDOW_SECONDS,
+        per_runner=1,
     ),
     JobKind(
         "search.merge",
         merge,
         "merge small shards into compound ones (a query touches shards, not repositories)",
         every=MERGE_SECONDS,
+        # Ahead of the syncs and index jobs of a bulk registration (EVENT): merging keeps up with them.
+        priority=PRIORITY_EVENT - 10,
         lease_seconds=1800.0,
         long_running=True,
         isolated=True,

@@ -247,7 +247,7 @@ def test_follow_ups_are_serialized_and_get_the_history(world: World) -> None:
 
 def test_an_expired_lease_is_taken_over_after_a_restart(world: World) -> None:
     view = world.service.deepsearch(world.alice, QUESTION)
-    crashed = world.store.claim("crashed-process", lease_seconds=60)
+    crashed = world.store.claim_question("crashed-process", view.conversation.questions[0].id, lease_seconds=60)
     assert crashed is not None
     assert crashed.attempts == 1
     world.store.start(crashed.question_id)
@@ -267,7 +267,8 @@ def test_a_job_interrupted_too_often_fails_with_its_reason(world: World) -> None
     view = world.service.deepsearch(world.alice, QUESTION)
     attempts = world.runtime.config.deep_search.max_attempts
     for _ in range(attempts):
-        assert world.store.claim("crashing-process", lease_seconds=60) is not None
+        question_id = view.conversation.questions[0].id
+        assert world.store.claim_question("crashing-process", question_id, lease_seconds=60) is not None
         world.store.start(view.conversation.questions[0].id)
         with world.runtime.db.session() as session:
             session.execute(update(JobRow).values(lease_expires_at=utcnow() - timedelta(seconds=1)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -38,3 +39,20 @@ def test_index_status_and_search(tmp_path: Path, database_url: str) -> None:
     assert "rev: needs repo:" in bad.stderr
     missing = run(data, "index", "local/nope", database_url=database_url)
     assert missing.returncode != 0
+
+
+def test_index_of_every_repository_puts_small_ones_in_one_shard(tmp_path: Path, database_url: str) -> None:
+    data = tmp_path / "data"
+    for n in range(3):
+        source = make_repo(tmp_path / f"p{n}", {f"m{n}.py": f"def shared_marker_{n}():\n    return {n}\n"})
+        added = run(data, "repos", "add", str(source), "--name", f"local/p{n}", database_url=database_url)
+        assert added.returncode == 0, added.stderr
+    indexed = run(data, "index", "--force", "--workers", "1", database_url=database_url)
+    assert indexed.returncode == 0, indexed.stderr
+    assert "3 small repositories" in indexed.stdout
+    # One batch, then merged with whatever `repos add` built: one shard holds all three.
+    manifest = json.loads((data / "search" / "manifest.json").read_text())
+    assert len(set(manifest["repos"].values())) == 1, manifest
+    found = run(data, "search", "shared_marker_ count:all", database_url=database_url)
+    assert found.returncode == 0, found.stderr
+    assert [f"local/p{n}" in found.stdout for n in range(3)] == [True, True, True]

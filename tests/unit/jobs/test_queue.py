@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import event, update
 from sqlalchemy.exc import IntegrityError
 
 from codewell.capability import Capability, JobGiveUp, JobKind, JobRun
@@ -84,6 +84,8 @@ TEST_KINDS = Capability(
         JobKind("test.cancel", _wait_for_cancel, "waits to be cancelled", lease_seconds=0.6),
         JobKind("test.batch", _record, "runs three at a time", batch=3, run_batch=_batch),
         JobKind("test.long", _long, "runs long", long_running=True),
+        JobKind("test.single", _long, "one at a time per runner", per_runner=1),
+        JobKind("test.urgent_tick", _record, "periodic, ahead of events", every=30.0, priority=10),
     ],
 )
 
@@ -256,6 +258,59 @@ def test_periodic_jobs_keep_one_row_and_come_back(runtime: Runtime, jobs: JobSer
     assert row.state == "queued"
     assert utcnow() + timedelta(seconds=25) < row.run_after < utcnow() + timedelta(seconds=31)
     assert not runner.run_one()
+
+
+def test_a_periodic_kind_with_a_priority_runs_ahead_of_waiting_events(runtime: Runtime, jobs: JobService) -> None:
+    jobs.enqueue("test.record", "repo:1", {"n": 1})
+    jobs.ensure_periodic([jobs.kind("test.tick"), jobs.kind("test.urgent_tick")])
+    jobs.enqueue("test.record", "repo:2", {"n": 2})
+    runner = JobRunner(runtime, role="test")
+    while runner.run_one():
+        pass
+    # The urgent periodic kind ran first, the plain one after every event's job; each came back with its priority.
+    assert [kind for kind, _resource, _ in RAN] == ["test.urgent_tick", "test.record", "test.record", "test.tick"]
+    periodic = {row.kind: (row.state, row.priority) for row in _rows(runtime) if row.kind.endswith("tick")}
+    assert periodic == {"test.urgent_tick": ("queued", 10), "test.tick": ("queued", PRIORITY_SCHEDULED)}
+
+
+def test_a_periodic_row_queued_by_another_process_meanwhile_wins(runtime: Runtime, jobs: JobService) -> None:
+    """Between the finished run's check for a queued row and its own requeue, another process queues the kind's
+    row (its start-up `ensure_periodic`): the finished run gives way instead of failing on the unique index."""
+    kind = jobs.kind("test.tick")
+    jobs.ensure_periodic([kind])
+    claimed = jobs.claim("test-owner", frozenset({"test.tick"}))
+    assert claimed is not None
+    raced: list[int] = []
+
+    def queue_another(conn: Any, cursor: Any, statement: str, *_args: Any) -> None:
+        if statement.lstrip().upper().startswith("UPDATE JOBS") and not raced:
+            raced.append(1)
+            jobs.enqueue("test.tick", claimed.resource, priority=PRIORITY_SCHEDULED)
+
+    event.listen(runtime.db.engine, "before_cursor_execute", queue_another)
+    try:
+        jobs.succeed(claimed, {"ok": True})
+    finally:
+        event.remove(runtime.db.engine, "before_cursor_execute", queue_another)
+    assert raced
+    (row,) = _rows(runtime)
+    assert row.id != claimed.id
+    assert row.state == "queued"
+
+
+def test_a_kind_limited_per_runner_waits_for_its_running_job(runtime: Runtime, jobs: JobService) -> None:
+    jobs.enqueue("test.single", "repo:1")
+    jobs.enqueue("test.single", "repo:2")
+    runner = JobRunner(runtime, role="test", concurrency=2)
+    first = threading.Thread(target=runner.run_one)
+    first.start()
+    assert started.wait(10)
+    # A thread is free and repo:2 is due, but the kind runs one job at a time in this runner.
+    assert not runner.run_one()
+    release.set()
+    first.join(10)
+    assert runner.run_one()
+    assert [resource for _kind, resource, _ in RAN] == ["repo:1", "repo:2"]
 
 
 def test_drain_runs_what_a_job_causes_for_its_resource_only(runtime: Runtime, jobs: JobService) -> None:
