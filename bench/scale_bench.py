@@ -646,6 +646,17 @@ def du_mb(path: Path) -> dict[str, int]:
     return sizes
 
 
+def unshared_mb(path: Path, corpus_root: Path) -> int:
+    """Disk usage of `path` without the blocks it shares with the corpus through hard links (a local clone links
+    the source's loose objects: a code host's clone is a pack of its own, counted whole)."""
+    out = subprocess.run(["du", "-sk", str(corpus_root), str(path)], capture_output=True, text=True, check=False).stdout
+    for line in out.splitlines():
+        kib, name = line.split("\t", 1)
+        if Path(name) == path:
+            return round(int(kib) / 1024)
+    return -1
+
+
 def source_bytes(root: Path, n: int) -> int:
     """Bytes of the files (not the .git) of the first `n` repositories: what the data dir holds the index of."""
     total = 0
@@ -717,7 +728,11 @@ def run(args: argparse.Namespace, rg_path: str | None) -> dict[str, Any]:
     finally:
         result["shutdown"] = cluster.stop()
     result["data_dir_mb"] = du_mb(args.data)
-    print(f"data dir: {result['data_dir_mb']} MB for {result['corpus']['source_mb_of_these_repos']} MB of sources")
+    result["data_dir_unshared_mb"] = unshared_mb(args.data, root)
+    print(
+        f"data dir: {result['data_dir_mb']} MB ({result['data_dir_unshared_mb']} MB not hard-linked to the corpus) "
+        f"for {result['corpus']['source_mb_of_these_repos']} MB of sources"
+    )
     down = result["shutdown"]
     print(
         f"after SIGTERM: exit codes {down['exit_codes']} in {down['seconds_to_exit']} s; "

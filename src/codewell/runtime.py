@@ -125,8 +125,18 @@ class Runtime:
         return bytes.fromhex(key_file.read_text().strip())
 
     def close(self) -> None:
-        for service in list(self._services.values()):
+        """Close every service built (job runners, search's and codenav's process pools, the evaluator's
+        workers), then the database. Safe to call again.
+
+        A service whose close fails is logged and the others still close: one error at shutdown must not leave
+        another service's processes running."""
+        with self._lock:
+            services = list(self._services.values())
+        for service in services:
             closer = getattr(service, "close", None)
             if callable(closer):
-                closer()
+                try:
+                    closer()
+                except Exception:
+                    log.exception("closing %s failed", type(service).__name__)
         self.db.dispose()

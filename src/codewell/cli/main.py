@@ -4,12 +4,18 @@ config) and every capability's commands, read from `codewell.capabilities`."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import resource
+import signal
 import sys
+import threading
+import time
 from pathlib import Path
+from types import FrameType
 
 import click
 import uvicorn
+from starlette.applications import Starlette
 
 from codewell import __version__
 from codewell.app import create_app
@@ -19,10 +25,15 @@ from codewell.clikit import fail, handle_errors, open_runtime, settings_from_con
 from codewell.config.store import SiteConfigStore, dump_site_config, parse_site_config
 from codewell.core.errors import CodewellError
 from codewell.core.logging import configure_logging
+from codewell.core.processes import stop_pools
 from codewell.core.settings import SETTING_SPECS
 from codewell.db import Database
-from codewell.runtime import ensure_data_dir
+from codewell.runtime import Runtime, ensure_data_dir
 
+log = logging.getLogger(__name__)
+
+# Seconds uvicorn waits for open requests on SIGTERM before it cancels them (docs/architecture.md, "Stopping").
+REQUESTS_GRACE_SECONDS = 10
 _ENV_HELP = "\n".join(f"  {s.env:24} {s.help}" for s in SETTING_SPECS)
 
 
@@ -105,7 +116,44 @@ def serve(
         click.echo(line)
     click.echo(f"codewell {__version__} serving on {runtime.external_url} (data: {settings.data_dir})")
     app = create_app(runtime)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, timeout_graceful_shutdown=10)
+    try:
+        _serve_http(app, settings.host, settings.port)
+    finally:
+        _shut_down(runtime)
+
+
+def _serve_http(app: Starlette, host: str, port: int) -> None:
+    """Serve until SIGTERM or SIGINT; uvicorn then stops gracefully (open requests, then the app's lifespan:
+    background loops and job runners)."""
+
+    def noted(_signum: int, _frame: FrameType | None) -> None:
+        """The signal uvicorn raises again after its graceful stop: already handled."""
+
+    # After its graceful stop uvicorn raises the signal again under the handlers it found. Python's defaults
+    # would end the process there and then, before `_shut_down` (process pools left running, re-parented to
+    # PID 1); a handler that only takes note lets the shutdown finish. A second signal while it runs gets the
+    # defaults back: SIGTERM ends the process at once, SIGINT raises KeyboardInterrupt.
+    in_main_thread = threading.current_thread() is threading.main_thread()  # signals are the main thread's
+    previous = {sig: signal.signal(sig, noted) for sig in (signal.SIGTERM, signal.SIGINT)} if in_main_thread else {}
+    try:
+        uvicorn.run(
+            app,
+            host=host,
+            port=port,
+            log_config=None,
+            timeout_graceful_shutdown=REQUESTS_GRACE_SECONDS,
+        )
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _shut_down(runtime: Runtime) -> None:
+    """Stop every process pool of this process (together), then close the services and the database."""
+    started = time.monotonic()
+    stop_pools()
+    runtime.close()
+    log.info("stopped", extra={"seconds": round(time.monotonic() - started, 3)})
 
 
 @cli.group()

@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from itertools import islice
-from multiprocessing import get_context
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
@@ -41,9 +40,10 @@ from codewell.codenav.results import (
     ReferenceFile,
     References,
 )
-from codewell.codenav.store import ImportRow, Indexed, SymbolRow, build_index, open_index
+from codewell.codenav.store import ImportRow, Indexed, OpenIndexes, SymbolRow, build_index, open_index
 from codewell.core.actors import Actor
 from codewell.core.errors import InvalidInput, NotFound
+from codewell.core.processes import process_pool, stop_pool
 from codewell.repos.service import Repo, RepoService, clean_path
 from codewell.search.service import DefinitionSpans, SearchService, SymbolMatch
 
@@ -175,6 +175,8 @@ class CodeNavService:
         self.runtime = runtime
         self.root = root
         self._guard = threading.Lock()
+        # Per-request readers (search's ranking and type:symbol) reuse open index handles.
+        self._open = OpenIndexes()
         self._locks: dict[tuple[int, str], threading.Lock] = {}
         self._workers: ProcessPoolExecutor | None = None
 
@@ -189,7 +191,7 @@ class CodeNavService:
     def close(self) -> None:
         with self._guard:
             if self._workers is not None:
-                self._workers.shutdown(cancel_futures=True)
+                stop_pool(self._workers)
                 self._workers = None
 
     def _pool(self) -> ProcessPoolExecutor | None:
@@ -198,8 +200,7 @@ class CodeNavService:
             return None
         with self._guard:
             if self._workers is None:
-                # spawn: the parent holds threads and SQLite handles that a fork would copy half-way.
-                self._workers = ProcessPoolExecutor(cpus, mp_context=get_context("spawn"))
+                self._workers = process_pool(cpus)
             return self._workers
 
     # --- index lifecycle -------------------------------------------------------------------------------
@@ -268,18 +269,15 @@ class CodeNavService:
         waits for an extraction. When more
         than `limit` definitions match, the shortest names are kept: they are the closest to what was typed.
         """
-        index = open_index(self.index_file(repo, commit))
-        if index is None:
-            return None
-        try:
+        with self._open.use(self.index_file(repo, commit)) as index:
+            if index is None:
+                return None
             names = sorted((n for n in index.symbol_names() if match(n)), key=lambda n: (len(n), n))
             rows: list[SymbolRow] = []
             for name in names:
                 rows.extend(r for r in index.outer_symbols_named(name) if include(r.path))
                 if len(rows) >= limit:
                     break
-        finally:
-            index.close()
         lines: dict[str, list[str]] = {}
         out: list[SymbolMatch] = []
         for r in rows[:limit]:
@@ -292,23 +290,15 @@ class CodeNavService:
 
     def known_names(self, repo: Repo, commit: str, names: Iterable[str]) -> set[str] | None:
         """Which of `names` are defined somewhere in `commit` (None without an index: pages never wait for one)."""
-        index = open_index(self.index_file(repo, commit))
-        if index is None:
-            return None
-        try:
-            return index.defined_among(names)
-        finally:
-            index.close()
+        with self._open.use(self.index_file(repo, commit)) as index:
+            return None if index is None else index.defined_among(names)
 
     def definitions(self, repo: Repo, commit: str, paths: Sequence[str]) -> DefinitionSpans | None:
         """Byte spans of the names defined in each parsed file of `paths` (SymbolSource for search ranking)."""
-        index = open_index(self.index_file(repo, commit))
-        if index is None:
-            return None
-        try:
+        with self._open.use(self.index_file(repo, commit)) as index:
+            if index is None:
+                return None
             spans = index.definition_spans(paths)
-        finally:
-            index.close()
         return {path: [(line, col - 1, end - 1) for line, col, end in found] for path, found in spans.items()}
 
     # --- shared steps ----------------------------------------------------------------------------------

@@ -2,13 +2,16 @@
 core (one Python process runs Python code on one core at a time).
 
 They are plain `codewell worker` processes on the server's database and data dir, claiming jobs like any other;
-they end with the server: SIGTERM on a graceful stop, and the kernel's parent-death signal (`PR_SET_PDEATHSIG`)
-if the server is killed outright. A child that dies is started again after a pause.
+they end with the server: SIGTERM on a graceful stop (they get CHILD_GRACE_SECONDS for their running jobs, then
+are killed), and the kernel's parent-death signal (`PR_SET_PDEATHSIG`, also SIGTERM) if the server is killed
+outright; a server that died before the child asked for that signal is noticed by the child itself
+(`codewell worker` watches the process named in CODEWELL_WORKER_OF). A child that dies is started again after a
+pause.
 """
 
 from __future__ import annotations
 
-import ctypes
+import functools
 import logging
 import os
 import signal
@@ -18,30 +21,29 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from codewell.core.processes import set_parent_death_signal
+
 if TYPE_CHECKING:
     from codewell.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
-PR_SET_PDEATHSIG = 1
 RESTART_SECONDS = 5.0
+# What a child gets for its running jobs on SIGTERM (`codewell worker --grace`), and how long `stop` waits for
+# it to exit before SIGKILL: the grace, then its pools' shutdown (core/processes.py), with room to spare.
+CHILD_GRACE_SECONDS = 10.0
+STOP_SECONDS = 15.0
 
 
-def _libc_prctl() -> object | None:
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):  # not Linux
-        return None
+def _die_with_parent(parent_pid: int) -> None:
+    """In the child, before exec: receive SIGTERM when the parent dies (Linux; elsewhere a no-op).
 
-
-# Looked up in the parent: between fork and exec the child only calls it.
-_PRCTL = _libc_prctl()
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: receive SIGTERM when the parent dies (Linux; elsewhere a no-op)."""
-    if _PRCTL is not None:
-        _PRCTL(PR_SET_PDEATHSIG, signal.SIGTERM)  # type: ignore[operator]
+    The children are started by the server's long-lived threads (the watcher, the event loop's executor), so
+    the signal, which the kernel sends when the starting *thread* ends, comes with the server's end.
+    """
+    set_parent_death_signal(signal.SIGTERM)
+    if os.getppid() != parent_pid:  # the server died before the kernel was asked to tell
+        os._exit(1)
 
 
 class WorkerChildren:
@@ -53,6 +55,7 @@ class WorkerChildren:
         self.concurrency = concurrency
         self.processes: list[subprocess.Popen[bytes]] = []
         self._stop = threading.Event()
+        self._terminated_at = 0.0
         self._watcher: threading.Thread | None = None
 
     def command(self) -> list[str]:
@@ -68,13 +71,16 @@ class WorkerChildren:
             "worker",
             "--concurrency",
             str(self.concurrency),
+            "--grace",
+            str(CHILD_GRACE_SECONDS),
         ]
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             self.command(),
             stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 (only prctl: no locks, no allocation worth fearing)
+            # Only prctl and getppid run between fork and exec: no locks, no allocation worth fearing.
+            preexec_fn=functools.partial(_die_with_parent, os.getpid()),  # noqa: PLW1509
             env={**os.environ, "CODEWELL_WORKER_OF": str(os.getpid())},
         )
 
@@ -95,13 +101,23 @@ class WorkerChildren:
                     )
                     self.processes[index] = self._spawn()
 
-    def stop(self, grace_seconds: float = 15.0) -> None:
-        """SIGTERM every child, wait up to `grace_seconds` for their running jobs, then kill what is left."""
+    def terminate(self) -> None:
+        """SIGTERM every child (they let their running jobs finish meanwhile) and start no other; `stop` waits.
+
+        Once: a second SIGTERM must not reach a child that is already stopping."""
+        if self._stop.is_set():
+            return
         self._stop.set()
+        self._terminated_at = time.monotonic()
         for process in self.processes:
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + grace_seconds
+
+    def stop(self, grace_seconds: float = STOP_SECONDS) -> None:
+        """SIGTERM every child, wait up to `grace_seconds` (from `terminate`, when that came first) for their
+        running jobs, then kill what is left."""
+        self.terminate()
+        deadline = self._terminated_at + grace_seconds
         for process in self.processes:
             try:
                 process.wait(timeout=max(0.1, deadline - time.monotonic()))

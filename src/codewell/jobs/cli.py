@@ -6,6 +6,7 @@ Thin over JobService and JobRunner; the CLI acts as the service itself (INTERNAL
 from __future__ import annotations
 
 import json
+import os
 import signal
 import threading
 from dataclasses import asdict
@@ -19,6 +20,7 @@ from rich.table import Table
 
 from codewell.clikit import handle_errors, open_runtime
 from codewell.core.actors import INTERNAL
+from codewell.core.processes import stop_pools
 from codewell.jobs.models import STATES
 from codewell.jobs.runner import JobRunner
 from codewell.jobs.service import Job, JobService
@@ -155,12 +157,20 @@ def workers(ctx: click.Context) -> None:
     help="Worker threads [default: 3 per core: jobs wait on git, disk and the database].",
 )
 @click.option(
-    "--grace", default=30.0, show_default=True, type=float, help="Seconds to let running jobs finish on SIGTERM."
+    "--grace",
+    default=30.0,
+    show_default=True,
+    type=float,
+    help="Seconds to let running jobs finish on SIGTERM (the process exits at most ~5 s later).",
 )
 @click.pass_context
 @handle_errors
 def worker(ctx: click.Context, kinds: str | None, concurrency: int | None, grace: float) -> None:
-    """Run background jobs until SIGTERM or SIGINT (any number of workers may share one database)."""
+    """Run background jobs until SIGTERM or SIGINT (any number of workers may share one database).
+
+    On SIGTERM it claims nothing more, lets running jobs finish for `--grace` seconds (those still running are
+    handed back: their leases run out and any worker takes them over), stops its process pools and exits.
+    """
     runtime = open_runtime(ctx)
     selected = frozenset(k.strip() for k in kinds.split(",") if k.strip()) if kinds else None
     runner = JobRunner(runtime, role="worker", kinds=selected, concurrency=concurrency or runtime.job_threads)
@@ -171,10 +181,25 @@ def worker(ctx: click.Context, kinds: str | None, concurrency: int | None, grace
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    server = _server_pid()
     runner.start()
     click.echo(f"worker {runner.owner} running {', '.join(sorted(selected)) if selected else 'every job kind'}")
     while not stop.wait(1.0):
+        if server is not None and os.getppid() != server:
+            # The parent-death signal never came: the server died before this process asked for it.
+            click.echo("stopping: the server that started this worker is gone")
+            break
         # Jobs read the site config: pick up its changes as `codewell serve`'s watcher does.
         runtime.site_config.refresh()
     click.echo("stopping: letting running jobs finish")
     runner.stop(grace)
+    # Then its process pools (search's, codenav's, those of index builds still running past the grace; all
+    # together), then the services: no process of this worker outlives it.
+    stop_pools()
+    runtime.close()
+
+
+def _server_pid() -> int | None:
+    """The `codewell serve` that started this worker as its child (jobs/children.py), if one did."""
+    value = os.environ.get("CODEWELL_WORKER_OF", "")
+    return int(value) if value.isdigit() else None

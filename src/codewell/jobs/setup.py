@@ -28,8 +28,10 @@ async def run_jobs(runtime: Runtime) -> None:
         while True:
             await asyncio.sleep(3600)
     finally:
-        await asyncio.to_thread(children.stop)
+        # Together: the children finish their running jobs while this process's threads finish theirs.
+        children.terminate()
         await asyncio.to_thread(runner.stop)
+        await asyncio.to_thread(children.stop)
 
 
 def setup(runtime: Runtime) -> None:

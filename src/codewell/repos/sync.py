@@ -69,7 +69,9 @@ def clone_mirror(
     redact = make_redactor(credentials)
     try:
         run_git(
-            ["clone", "--bare", "--progress", "--", url, str(tmp)],
+            # No template: a mirror needs none of git's sample hooks and descriptions (13 files per repository,
+            # ~50 KB of disk each time, 10,000 times over for an organization's repositories).
+            ["clone", "--bare", "--template=", "--progress", "--", url, str(tmp)],
             env=env,
             timeout=timeout,
             redact=redact,

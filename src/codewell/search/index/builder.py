@@ -22,13 +22,13 @@ import tempfile
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from pyroaring import BitMap
 
+from codewell.core.processes import process_pool, stop_pool
 from codewell.search.index.bitmaps import bitmap_of
 from codewell.search.index.languages import language_of
 
@@ -291,14 +291,14 @@ class _Trigrams:
 
     def __exit__(self, *exc: object) -> None:
         if self.pool is not None:
-            self.pool.shutdown(cancel_futures=True)
+            stop_pool(self.pool)
         shutil.rmtree(self.parts_dir, ignore_errors=True)
 
     def submit(self, unit_lo: int, starts: np.ndarray, final: bool) -> None:
         prefix = str(self.parts_dir / f"c{self.chunks:05}")
         self.chunks += 1
         if self.pool is None and self.workers > 1 and not final:
-            self.pool = ProcessPoolExecutor(self.workers, mp_context=get_context("spawn"))
+            self.pool = process_pool(self.workers)
         content = str(self.out / "content.bin")
         if self.pool is None:
             trigram_keys(content, starts, unit_lo, prefix)
