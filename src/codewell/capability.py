@@ -98,8 +98,9 @@ class JobKind:
     stage: str = ""
     # Events enqueue it only while this says so (a feature switched off in the site config enqueues nothing).
     when: Callable[[Runtime], bool] | None = None
-    # Needs much memory (search's merge builds up to ~1 GB): `codewell serve` leaves it to its worker processes
-    # when it has any, so that the web process stays small.
+    # Builds indexes (CPU and memory: search's merge builds up to ~1 GB): `codewell serve` leaves it to its worker
+    # child processes when it has any, so that the web process stays small and answers while thousands of
+    # repositories are indexed; its own job threads keep the light kinds (syncs, code-host calls, clean-ups).
     isolated: bool = False
     # Runs for minutes (a deep search answer, a SCIP indexer): a runner gives such kinds at most half of its threads,
     # so that syncs and indexing never wait behind them.

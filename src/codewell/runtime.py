@@ -69,7 +69,9 @@ class Runtime:
     job_threads: int = field(default_factory=lambda: 3 * (os.cpu_count() or 1))
     # `codewell worker` child processes of `codewell serve` (`--job-processes`): one per further core, so that
     # background work is not held to the one core a Python process's own code runs on.
-    job_processes: int = field(default_factory=lambda: max(0, (os.cpu_count() or 1) - 1))
+    # One `codewell worker` child per core: they run the index builds (JobKind.isolated), one Python process per
+    # core; the web process keeps the light kinds.
+    job_processes: int = field(default_factory=lambda: os.cpu_count() or 1)
 
     @classmethod
     def open(cls, settings: Settings, *, create_config: bool = True) -> Runtime:

@@ -88,7 +88,7 @@ def _raise_open_files_limit() -> None:
 @click.option(
     "--job-processes",
     type=click.IntRange(0, 64),
-    help="`codewell worker` child processes running jobs beside this one [default: one per further core].",
+    help="`codewell worker` child processes running the index builds beside this one [default: one per core].",
 )
 @click.pass_context
 @handle_errors

@@ -65,6 +65,7 @@ JOB_KINDS: list[JobKind] = [
         on=("search.indexed",),
         lock=LOCK,
         stage="symbols",
+        isolated=True,
     ),
     JobKind(
         "codenav.autoindex",
@@ -72,6 +73,7 @@ JOB_KINDS: list[JobKind] = [
         "run the SCIP indexers on a repository's new branch commits (codeIntel.autoIndexing)",
         on=("search.indexed",),
         lock="codenav.autoindex",
+        isolated=True,
         lease_seconds=120.0,
         long_running=True,
         when=lambda runtime: runtime.config.code_intel_auto_indexing.enabled,

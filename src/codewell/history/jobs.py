@@ -33,7 +33,13 @@ def drop(runtime: Runtime, _job: JobRun) -> Mapping[str, Any]:
 
 JOB_KINDS: list[JobKind] = [
     JobKind(
-        "history.index", index, "index a repository's new commits", on=("repo.synced",), lock=LOCK, stage="history"
+        "history.index",
+        index,
+        "index a repository's new commits",
+        on=("repo.synced",),
+        lock=LOCK,
+        stage="history",
+        isolated=True,
     ),
     JobKind(
         "history.sweep",

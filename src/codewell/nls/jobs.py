@@ -39,6 +39,7 @@ JOB_KINDS: list[JobKind] = [
         on=("search.indexed",),
         lock=LOCK,
         stage="nls",
+        isolated=True,
     ),
     JobKind(
         "nls.drop", drop, "remove a removed repository's natural-language indexes", on=("repo.removed",), lock=LOCK

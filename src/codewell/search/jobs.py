@@ -110,6 +110,7 @@ JOB_KINDS: list[JobKind] = [
         run_batch=index_batch,
         delay=BATCH_WINDOW_SECONDS,
         per_runner=1,
+        isolated=True,
     ),
     JobKind(
         "search.merge",
@@ -129,5 +130,6 @@ JOB_KINDS: list[JobKind] = [
         "index repositories whose shard is missing or of an older format",
         every=3600.0,
         lease_seconds=3600.0,
+        isolated=True,
     ),
 ]
