@@ -112,6 +112,8 @@ def world(
         url = f"sqlite:///{root / 'data' / 'codewell.db'}"
     runtime = Runtime.open(Settings.from_env({}, data_dir=root / "data", database_url=url))
     runtime.capabilities = CAPABILITIES
+    # Sign-up is off by default (issue #33); on here, so that the sign-up rows test who may use it when it is on.
+    set_site_config(runtime, {"auth.providers": [{"type": "builtin", "allowSignup": True}]})
     app = create_app(runtime, background=False)
     admin = make_user(runtime, "root", site_admin=True, password=PASSWORD, email="root@example.com")
     alice = make_user(runtime, "alice", password=PASSWORD, email="alice@example.com")

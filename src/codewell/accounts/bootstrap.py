@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 
-from codewell.accounts.service import AccountService
+from codewell.accounts.service import AccountService, builtin_signup_allowed
 from codewell.accounts.tokens import SCOPE_MCP, SCOPE_USER_ALL, TokenService
 from codewell.core.actors import INTERNAL
 from codewell.core.errors import Conflict
@@ -30,7 +30,14 @@ def first_admin_step(runtime: Runtime, demo: bool) -> list[str]:
     raw, _ = runtime.get(TokenService).create_token(
         INTERNAL, user.id, "created at first start", (SCOPE_USER_ALL, SCOPE_MCP), None
     )
-    return [
+    lines = [
         f"sign in as {ADMIN_USERNAME} with password {password} (shown once; change it or keep it safe)",
         f"access token: {raw} (shown once; scopes user:all, mcp)",
     ]
+    if not builtin_signup_allowed(runtime):
+        # Sign-up is off in a new site config (issue #33): say how people get in.
+        lines.append(
+            "sign-up is off: add users with `codewell users create <name>` or on /site-admin/users, or let anyone"
+            ' sign up with {"type": "builtin", "allowSignup": true} in auth.providers of the site config'
+        )
+    return lines

@@ -148,7 +148,7 @@ class AuthenticationMiddleware:
     ) -> tuple[Actor, SessionInfo | None]:
         header = headers.get("authorization") if use_header else None
         if header is not None:
-            actor = auth.authenticate_header(header, client)
+            actor = auth.authenticate_header(header, client, path)
             if actor is not None:
                 return actor, None
         proxied = auth.resolve_request(path, headers, client)

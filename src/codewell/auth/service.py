@@ -154,6 +154,9 @@ class AuthService:
         self._unlink_listeners: list[Callable[[int, LinkedIdentity], None]] = []
         # Scope → path prefixes a credential holding that scope (but not user:all) may call.
         self._scope_paths: dict[str, list[str]] = {"mcp": ["/.api/mcp"]}
+        # Paths whose routes read HTTP Basic themselves (OAuth client authentication, client_secret_basic): Basic
+        # there is no stray credential, so it is not audited as an invalid header (issue #33 item 7).
+        self._basic_paths: set[str] = set()
 
     @classmethod
     def create(cls, runtime: Runtime) -> Self:
@@ -207,6 +210,12 @@ class AuthService:
         with self._lock:
             if prefix not in self._anonymous_paths:
                 self._anonymous_paths.append(prefix)
+
+    def add_basic_auth_path(self, path: str) -> None:
+        """Declare that the route at exactly `path` authenticates HTTP Basic credentials itself (an OAuth client
+        at the token endpoint): the request middleware then leaves such a header to it, unaudited."""
+        with self._lock:
+            self._basic_paths.add(path)
 
     def add_scope_path(self, scope: str, prefix: str) -> None:
         """Let credentials holding `scope` (without user:all) call paths under `prefix`."""
@@ -424,8 +433,9 @@ class AuthService:
         return options
 
     # -- the Authorization header -------------------------------------------------------------------------
-    def authenticate_header(self, value: str, client: ClientInfo) -> Actor | None:
-        """The actor named by an Authorization header; None when the scheme is not ours (ignored, audited).
+    def authenticate_header(self, value: str, client: ClientInfo, path: str = "") -> Actor | None:
+        """The actor named by an Authorization header; None when the scheme is not ours (ignored, audited, except
+        Basic at a path whose route reads Basic itself: `add_basic_auth_path`).
 
         Raises Unauthenticated (malformed header, unknown token) or PermissionDenied (sudo refused).
         """
@@ -435,7 +445,7 @@ class AuthService:
             self._audit_failure(client, f"malformed Authorization header: {exc.detail}")
             raise Unauthenticated(INVALID_HEADER) from None
         if credentials is None:
-            if value.strip():
+            if value.strip() and not self._basic_here(value, path):
                 self._audit_failure(client, "invalid Authorization header")
             return None
         if credentials.scheme is Scheme.TOKEN_SUDO:
@@ -450,6 +460,11 @@ class AuthService:
                     return actor
         self._audit_failure(client, "unknown, revoked or expired access token")
         raise Unauthenticated(INVALID_TOKEN)
+
+    def _basic_here(self, value: str, path: str) -> bool:
+        """Whether `value` is an HTTP Basic header sent to a route that authenticates Basic itself."""
+        scheme = value.strip().partition(" ")[0].lower()
+        return scheme == "basic" and path in self._basic_paths
 
     def _sudo(self, credentials: Credentials, client: ClientInfo) -> Actor:
         owner = self.tokens.authenticate_owner(credentials.token)

@@ -12,8 +12,8 @@ user's permission sync when they sign in or link an account at a host.
   SIGN_IN_WAIT_SECONDS, so that the page after the sign-in shows what the host grants: a job runner of this or
   another process runs it; when no live runner takes that kind (a command-line process, `codewell serve
   --no-jobs` without workers) the sign-in runs it itself (`drain`), as the listener did before.
-- Placing the git credentials of the connections in the environment (`export_git_credentials`) is per process
-  and stays in setup.
+- Handing the connections' git credentials to repos (`git_credential`, a credential source) is per process and
+  stays in setup.
 """
 
 from __future__ import annotations

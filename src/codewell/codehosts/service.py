@@ -2,8 +2,10 @@
 
 `CodeHostService` reads `codeHostConnections` from the site config. For each connection it
 - discovers repositories through the host's API (clients.py) and registers them with repos (source
-  `codehost:<id>`), mirrored with the connection's token passed to git through the environment
-  (`CODEWELL_CODEHOST_<ID>_GIT`, read by repos as `credentialsEnv`: never in argv, URLs or logs);
+  `codehost:<id>`), mirrored with the connection's token: each repository names `CODEWELL_CODEHOST_<ID>_GIT` as
+  its credentials, which this service answers to repos at each fetch (`git_credential`, a credential source),
+  read from the connection's token at that moment; it reaches only the git child fetching from this host (its
+  own environment), never `os.environ`, argv, URLs or logs;
 - removes repositories that disappeared upstream once they stayed missing for `removalGraceSeconds`
   (audited as `codehosts.repo` / `removed`);
 - receives push webhooks (`receive_webhook`, verified with the connection's `webhookSecretEnv`/`webhookSecretFile`)
@@ -50,6 +52,7 @@ from codewell.core.errors import CodewellError, InvalidInput, NotFound, Unauthen
 from codewell.db.base import utcnow
 from codewell.http.urls import webhook_url
 from codewell.licensing.service import PERMISSION_SYNC_FEATURE, LicensingService
+from codewell.repos.git import GitCommandError
 from codewell.repos.service import NewRepo, Repo, RepoService, check_name
 
 if TYPE_CHECKING:
@@ -187,6 +190,8 @@ class CodeHostService:
         self._etags: dict[str, dict[str, Any]] = {}
         # One pooled HTTP session per connection, shared by its users' syncs.
         self._sessions: dict[str, requests.Session] = {}
+        # The connections' git credentials, for this process's fetches of their repositories (never os.environ).
+        self.repos.add_credential_source(self.git_credential)
 
     @classmethod
     def create(cls, runtime: Runtime) -> Self:
@@ -224,16 +229,19 @@ class CodeHostService:
     def _client(self, connection: CodeHostConnection) -> HostClient:
         client = client_for(connection, read_token(connection))
         client.http.use_etags(self._etags.setdefault(f"{connection.id}\n", {}))
-        os.environ[git_env_name(connection)] = client.git_secret()
         return client
 
-    def export_git_credentials(self) -> None:
-        """Put each connection's git credentials in the environment (startup, config change)."""
+    def git_credential(self, repo: Repo, name: str) -> str | None:
+        """The git secret of a repository this service registered (repos' credential source, asked at each fetch):
+        its connection's `user:token`, read now (a rotated token file counts at once). None for any other
+        repository, so that a name alone (`credentialsEnv` of a hand-added repository) never obtains a token."""
         for connection in self.connections():
-            try:
-                os.environ[git_env_name(connection)] = client_for(connection, read_token(connection)).git_secret()
-            except HostError as exc:
-                log.warning("code host connection %s: %s", connection.id, exc.message)
+            if repo.source == connection.source and name == git_env_name(connection):
+                try:
+                    return client_for(connection, read_token(connection)).git_secret()
+                except HostError as exc:
+                    raise GitCommandError(f"code host connection {connection.id}: {exc.message}") from None
+        return None
 
     # -- status ---------------------------------------------------------------------------------------------
     def status(self, actor: Actor) -> list[ConnectionStatus]:

@@ -7,20 +7,14 @@ from codewell.auth.service import AuthService
 from codewell.codehosts.jobs import SignInSync
 from codewell.codehosts.service import CodeHostService
 from codewell.codehosts.webhooks import WEBHOOKS_PREFIX
-from codewell.config import SiteConfig
 from codewell.runtime import Runtime
 
 
 def setup(runtime: Runtime) -> None:
+    # Creating the service hands repos its credential source (`git_credential`): per process, workers included,
+    # repos asks for a connection's token at each fetch, read from its tokenEnv/tokenFile then, never exported.
     service = runtime.get(CodeHostService)
     runtime.get(AuthService).add_identity_listener(runtime.get(SignInSync).identity_linked)
     runtime.get(AuthService).add_unlink_listener(service.identity_unlinked)
     # Code hosts send no codewell credential: each webhook proves itself with its connection's secret.
     runtime.get(AuthService).add_anonymous_path(WEBHOOKS_PREFIX)
-
-    def config_changed(_config: SiteConfig) -> None:
-        service.export_git_credentials()
-
-    runtime.site_config.on_change(config_changed)
-    # Per process (every process that fetches with a connection's token, workers included).
-    service.export_git_credentials()

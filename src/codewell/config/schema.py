@@ -60,7 +60,8 @@ class RepoSourceBase(Strict):
     exclude: list[str] = Field(default_factory=list)
     branches: list[str] = Field(default_factory=list)
     sync_interval_seconds: int = Field(3600, alias="syncIntervalSeconds", ge=10, le=7 * 24 * 3600)
-    private: bool = False
+    # Unset: the site's `repos.defaultVisibility` decides.
+    private: bool | None = None
 
 
 class LocalRepoSource(RepoSourceBase):
@@ -118,7 +119,10 @@ MAX_PROTOBUF_BYTES = (2 << 30) - 1
 
 
 def _default_providers() -> list[dict[str, Any]]:
-    return [{"type": "builtin", "allowSignup": True}]
+    # Builtin sign-in without sign-up (issue #33): whoever reaches the port must not be able to make an account
+    # and read the code. Site admins create accounts (`codewell users create`, /site-admin/users) or set
+    # `allowSignup`.
+    return [{"type": "builtin", "allowSignup": False}]
 
 
 class SiteConfig(Strict):
@@ -154,6 +158,10 @@ class SiteConfig(Strict):
     # Language models of the agents (codewell.config.models); none: the retrieval pipeline answers.
     models: ModelsConfig = Field(default_factory=ModelsConfig, alias="models")
     repositories: list[RepoSource] = Field(default_factory=list, alias="repositories")
+    # Who reads a repository registered without saying (`repos add` without --private/--public, a REST add without
+    # `private`, a `repositories` source without `private`): "private" (site admins and granted users: the safe
+    # default, issue #33) or "everyone" (every signed-in user; anyone when auth.public is on).
+    repos_default_visibility: Literal["private", "everyone"] = Field("private", alias="repos.defaultVisibility")
     # Dense ranking of nls_search (nls/dense.py): embeds every chunk at index time; off, it costs nothing.
     search_nls_dense: bool = Field(False, alias="search.nls.dense")
     _providers: list[Provider] = PrivateAttr(default_factory=list)

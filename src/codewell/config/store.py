@@ -24,7 +24,12 @@ DEFAULT_SITE_CONFIG_TEXT = """\
 // codewell site configuration (JSON with comments). Every option is described in docs/configuration.md.
 // Changes are picked up while the server runs; an invalid file keeps the previous configuration running.
 {
-  "auth.providers": [{"type": "builtin", "allowSignup": true}],
+  // Accounts are created by site admins (`codewell users create`, /site-admin/users); set allowSignup to true
+  // to let anyone who reaches this server create one.
+  "auth.providers": [{"type": "builtin", "allowSignup": false}],
+  // Who reads a repository added without --private/--public: "private" (site admins and users granted it) or
+  // "everyone" (every signed-in user).
+  "repos.defaultVisibility": "private",
   "mcp.enabled": true,
   "mcp.tools.disabled": []
 }

@@ -13,10 +13,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from codewell.repos.git import child_env
+
 RS, FS = "\x1e", "\x1f"
 # Fields: sha, parents, author name, e-mail, time, committer name, e-mail, time, raw message.
 _FORMAT = "%x1e%H%x1f%P%x1f%an%x1f%ae%x1f%at%x1f%cn%x1f%ce%x1f%ct%x1f%B%x1f"
 _GIT = ("git", "-c", "core.quotePath=false", "-c", "log.showSignature=false")
+# Every git child gets repos' small environment (`child_env`), never the server's (its secrets), issue #33.
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +89,7 @@ def list_ref_tips(git_dir: Path) -> list[RefTip]:
         ],
         capture_output=True,
         check=False,
+        env=child_env(),
     )
     if out.returncode != 0:
         raise GitError(out.stderr.decode(errors="replace").strip())
@@ -121,7 +125,9 @@ def rev_list(git_dir: Path, include: Iterable[str], exclude: Iterable[str] = ())
     """Stream the SHAs reachable from `include` but not from `exclude` (missing SHAs ignored)."""
     revs = _revs(include, exclude)
     args = [*_GIT, f"--git-dir={git_dir}", "rev-list", "--stdin", "--ignore-missing"]
-    with subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+    with subprocess.Popen(
+        args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env()
+    ) as proc:
         assert proc.stdin is not None
         assert proc.stdout is not None
         proc.stdin.write(revs.encode())
@@ -143,12 +149,15 @@ def is_ancestor(git_dir: Path, ancestor: str, descendant: str) -> bool:
         [*_GIT, f"--git-dir={git_dir}", "merge-base", "--is-ancestor", ancestor, descendant],
         capture_output=True,
         check=False,
+        env=child_env(),
     )
     return result.returncode == 0
 
 
 def _stream_records(args: list[str], stdin_text: str) -> Iterator[LoggedCommit]:
-    with subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+    with subprocess.Popen(
+        args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env()
+    ) as proc:
         assert proc.stdin is not None
         assert proc.stdout is not None
         proc.stdin.write(stdin_text.encode())

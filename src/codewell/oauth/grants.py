@@ -100,6 +100,12 @@ class TokenGrant:
     created_at: datetime
 
 
+def registration_setting(runtime: Runtime) -> bool:
+    """The site's `auth.idpDynamicClientRegistrationEnabled` itself. Off revokes dynamic clients' tokens; MCP being
+    off (which also closes registration) only suspends them."""
+    return runtime.config.auth_idp_dynamic_client_registration_enabled
+
+
 class GrantService:
     """Authorization, codes and tokens of the authorization server."""
 
@@ -336,6 +342,24 @@ class GrantService:
             else:
                 row.revoked_at = now
 
+    def revoke_dynamic_tokens(self) -> int:
+        """Revoke every live token of dynamically registered clients; the number revoked.
+
+        Called when `auth.idpDynamicClientRegistrationEnabled` is off (oauth/setup.py, and `grant_of` when such a
+        token is presented): turning registration off revokes those tokens for good, so turning it on again does
+        not revive them (issue #33 item 7). Their clients stay registered and may ask their users again."""
+        dynamic = select(OAuthClientRow.id).where(OAuthClientRow.kind == "dynamic")
+        with self.runtime.db.session() as session:
+            result = session.execute(
+                update(OAuthTokenRow)
+                .where(OAuthTokenRow.revoked_at.is_(None), OAuthTokenRow.client_pk.in_(dynamic))
+                .values(revoked_at=utcnow())
+            )
+            revoked = int(getattr(result, "rowcount", 0) or 0)
+        if revoked:
+            log.info("dynamic client registration is off: %d tokens of dynamic clients revoked", revoked)
+        return revoked
+
     def grant_of(self, token: str, kind: str = "access") -> TokenGrant | None:
         """The live grant of a token (not expired, not revoked, client still usable), else None."""
         if not token.startswith(ACCESS_PREFIX if kind == "access" else REFRESH_PREFIX):
@@ -354,6 +378,9 @@ class GrantService:
             )
             dead = row.revoked_at is not None or row.expires_at < utcnow() or (kind == "refresh" and row.used_at)
         if dead or not self.clients.client_usable(grant.client):
+            if not dead and grant.client.kind == "dynamic" and not registration_setting(self.runtime):
+                # A process that missed the switch (it started or reloaded after it) still revokes for good.
+                self.revoke_dynamic_tokens()
             return None
         return grant
 

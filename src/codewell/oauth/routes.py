@@ -10,6 +10,7 @@ import hashlib
 import hmac
 import html
 import logging
+import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
@@ -25,7 +26,7 @@ from codewell.core.errors import InvalidInput
 from codewell.http.bodies import BodyTooLarge, InvalidJson, parse_json, read_body
 from codewell.http.csrf import verify_form
 from codewell.http.requests import actor_of, json_body
-from codewell.http.templates import render
+from codewell.http.templates import page_csp, render
 from codewell.oauth.clients import AUTH_METHODS, SCOPE, ClientService
 from codewell.oauth.errors import OAuthError
 from codewell.oauth.grants import AuthorizationRequest, GrantService
@@ -34,6 +35,8 @@ from codewell.runtime import Runtime
 log = logging.getLogger(__name__)
 
 PREFIX = "/.auth/idp/oauth"
+# The endpoints where a client authenticates itself, with HTTP Basic among others (`_client_credentials`).
+CLIENT_AUTH_PATHS = (PREFIX + "/token", PREFIX + "/revoke", PREFIX + "/introspect")
 CORS = {
     "Access-Control-Allow-Origin": "*",
     "Access-Control-Allow-Headers": "Authorization, Content-Type, MCP-Protocol-Version",
@@ -137,10 +140,13 @@ def _consent_page(req: AuthorizationRequest, username: str, mac: str, params: Ma
     hidden = "".join(
         f'<input type="hidden" name="{html.escape(k)}" value="{html.escape(v)}">' for k, v in params.items()
     )
+    # The policy of every rendered page (http.templates.page_csp): its one style block runs by its nonce, nothing
+    # else loads or runs, and the page is never framed (a framed consent page could be clicked through).
+    nonce = secrets.token_urlsafe(16)
     body = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Authorize {name} – codewell</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<style>body{{font-family:system-ui,sans-serif;max-width:36rem;margin:4rem auto;padding:0 1rem}}
+<style nonce="{nonce}">body{{font-family:system-ui,sans-serif;max-width:36rem;margin:4rem auto;padding:0 1rem}}
 button{{font-size:1rem;padding:.5rem 1.2rem;margin-right:.5rem}}code{{background:#f3f3f3;padding:0 .2rem}}</style>
 </head><body>
 <h1>Authorize {name}?</h1>
@@ -155,7 +161,7 @@ only repositories you can read. After you decide you return to <code>{host}</cod
 </form></body></html>"""
     return HTMLResponse(
         body,
-        headers={"X-Frame-Options": "DENY", "Content-Security-Policy": "frame-ancestors 'none'", **NO_STORE},
+        headers={"X-Frame-Options": "DENY", "Content-Security-Policy": page_csp(nonce), **NO_STORE},
     )
 
 

@@ -62,7 +62,11 @@ def _report(outcomes: list[SyncOutcome]) -> None:
 @repos.command("add")
 @click.argument("url")
 @click.option("--name", help="Repository name (default: host/path of the URL, local/<dir> for a path).")
-@click.option("--private", is_flag=True, help="Only site admins and granted users may read it.")
+@click.option(
+    "--private/--public",
+    default=None,
+    help="Only site admins and granted users read it / every signed-in user does (default: repos.defaultVisibility).",
+)
 @click.option("--branch", "branches", multiple=True, help="Branch to index beyond the default (repeatable).")
 @click.option("--credentials-env", help="Environment variable with `user:token` (or a token) for https.")
 @click.option("--sync/--no-sync", default=True, show_default=True, help="Clone it now.")
@@ -72,7 +76,7 @@ def add(
     ctx: click.Context,
     url: str,
     name: str | None,
-    private: bool,
+    private: bool | None,
     branches: tuple[str, ...],
     credentials_env: str | None,
     sync: bool,

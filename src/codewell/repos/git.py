@@ -33,8 +33,49 @@ _BASE_ENV = {
     "SSH_ASKPASS": "true",
     "GIT_SSH_COMMAND": "ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new",
     "GIT_CONFIG_NOSYSTEM": "1",
+    # The transports codewell registers (sources.URL_SCHEMES): never `ext::` or another remote helper.
+    "GIT_ALLOW_PROTOCOL": "https:http:ssh:git:file",
     "LC_ALL": "C",
 }
+
+# What a git child inherits from the server's environment, and nothing else: where programs and the home
+# directory are, how to reach the network (proxies, CA bundles, an ssh agent), and git's own location settings.
+# Everything else stays behind (issue #33): the server's environment holds secrets (tokens named by
+# `credentialsEnv` or `tokenEnv`, database URLs, API keys) that no git process, nor a hook or helper it runs,
+# needs. A call's credentials come in its own `env` (repos/sync.py's `Credentials.env`), for that child only.
+INHERITED_ENV = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "TMPDIR",
+        "USER",
+        "LOGNAME",
+        "LANG",
+        "SSH_AUTH_SOCK",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+        "no_proxy",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "NO_PROXY",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "CURL_CA_BUNDLE",
+        "GIT_SSL_CAINFO",
+        "GIT_SSL_CAPATH",
+        "GIT_EXEC_PATH",
+        "GIT_CONFIG_GLOBAL",
+        "XDG_CONFIG_HOME",
+    }
+)
+
+
+def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a git child: the few inherited variables, the fixed settings, then `extra`."""
+    inherited = {name: value for name, value in os.environ.items() if name in INHERITED_ENV}
+    return {**inherited, **_BASE_ENV, **(extra or {})}
 
 
 class GitCommandError(Exception):
@@ -93,8 +134,10 @@ def run_git(
     redact: Callable[[str], str] = lambda text: text,
     on_progress: Callable[[str, int], None] | None = None,
 ) -> str:
-    """Run `git <args>` with empty stdin and a timeout; return stdout, or raise GitCommandError (redacted)."""
-    full_env = {**os.environ, **_BASE_ENV, **(env or {})}
+    """Run `git <args>` with empty stdin and a timeout; return stdout, or raise GitCommandError (redacted).
+
+    The child's environment is `child_env(env)`: never the server's whole environment."""
+    full_env = child_env(env)
     stdout_chunks: list[bytes] = []
     stderr_chunks: list[bytes] = []
     with (

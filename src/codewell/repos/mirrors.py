@@ -44,6 +44,11 @@ def backoff_seconds(failures: int) -> int:
 SyncedHook = Callable[[Session, Repo], None]
 # Gets the transaction and the ids of repositories whose sync became due.
 DueHook = Callable[[Session, list[int]], None]
+# Gets a repository and its credentials name (`credentials_env`); answers the secret (`user:token` or a token)
+# when it owns that repository's name, None when it does not, and raises git.GitCommandError (a safe message) when
+# it owns it but cannot produce the secret. Code host connections provide one (codehosts), so that their tokens
+# live in the process's memory and reach only the git child fetching from their host, never `os.environ`.
+CredentialSource = Callable[[Repo, str], str | None]
 
 
 def notify(listeners: list[RepoListener], repo: Repo) -> None:
@@ -67,6 +72,7 @@ class Mirrors:
         self.progress_hooks: dict[int, Callable[[str, int], None]] = {}
         # Userinfo from configured URLs: used for fetches, kept in memory only.
         self.secrets: dict[str, str] = {}
+        self.credential_sources: list[CredentialSource] = []
         self._sync_locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
@@ -143,7 +149,13 @@ class Mirrors:
                 row.next_sync_at = utcnow()
 
     def _credentials(self, repo: Repo, row_env: str | None) -> Credentials | None:
+        """The secret of this fetch: a credential source owning the name, else the operator's own environment
+        variable of that name (`credentialsEnv`), else userinfo of the configured URL."""
         if row_env:
+            for source in list(self.credential_sources):
+                provided = source(repo, row_env)
+                if provided:
+                    return Credentials(provided)
             secret = os.environ.get(row_env)
             if not secret:
                 raise git.GitCommandError(f"environment variable {row_env} (credentialsEnv) is not set")

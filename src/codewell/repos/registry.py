@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 
 from sqlalchemy import delete, select
@@ -21,7 +22,16 @@ from codewell.repos.catalog import Catalog
 from codewell.repos.mirrors import Mirrors, notify
 from codewell.repos.models import RepoRow
 from codewell.repos.records import NewRepo, ReconcileReport, Repo, RepoListener
-from codewell.repos.sources import RepoSpec, check_name, discover, name_from_url, split_credentials
+from codewell.repos.sources import (
+    RepoSpec,
+    check_clone_url,
+    check_name,
+    default_private,
+    discover,
+    is_git_dir,
+    name_from_url,
+    split_credentials,
+)
 from codewell.repos.sync import remove_mirror
 
 log = logging.getLogger(__name__)
@@ -57,13 +67,19 @@ class Registry:
         if "\x00" in url or not url.strip():
             raise InvalidInput("clone URL is empty or contains a NUL byte", hint="give a clone URL or a local path")
         local = "://" not in url and not git_scp_like(url)
+        # Everything is checked before the row exists: a source that fails registers nothing (issue #33).
         if local:
             path = Path(url).expanduser().resolve()
             if not path.is_dir():
                 raise InvalidInput(f"local path {url!r} is not a directory", hint="give the path of a git repository")
+            if not is_git_dir(path):
+                raise InvalidInput(
+                    f"local path {url!r} is not a git repository", hint="give the path of a git repository"
+                )
             url = str(path)
             name = check_name(name) if name else check_name(f"local/{path.name.removesuffix('.git')}")
         else:
+            check_clone_url(url)
             name = check_name(name) if name else name_from_url(url)
         clean, secret = split_credentials(url)
         spec = RepoSpec(
@@ -98,7 +114,8 @@ class Registry:
             clone_url=spec.clone_url,
             credentials_env=spec.credentials_env,
             description=spec.description,
-            private=spec.private,
+            # Resolved by then: `add` and `reconcile` replace None with the site's default.
+            private=bool(spec.private),
             extra_branches="\n".join(spec.extra_branches),
             sync_interval_seconds=spec.sync_interval_seconds,
             sync_state="new",
@@ -161,10 +178,13 @@ class Registry:
         """Make the repos table match the site config `repositories` (adds, updates, removes)."""
         report = ReconcileReport()
         specs: dict[str, RepoSpec] = {}
+        private = default_private(config)
         for index, source in enumerate(config.repositories):
             try:
-                for spec in discover(source):
-                    specs.setdefault(spec.name, spec)
+                for found in discover(source):
+                    specs.setdefault(
+                        found.name, found if found.private is not None else replace(found, private=private)
+                    )
             except Exception as exc:
                 report.errors.append(f"repositories[{index}] ({source.kind}): {exc}")
         self.source_errors = report.errors
@@ -203,7 +223,7 @@ class Registry:
             "kind": spec.kind,
             "clone_url": spec.clone_url,
             "credentials_env": spec.credentials_env,
-            "private": spec.private,
+            "private": bool(spec.private),
             "extra_branches": "\n".join(spec.extra_branches),
             "sync_interval_seconds": spec.sync_interval_seconds,
         }

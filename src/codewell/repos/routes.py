@@ -59,8 +59,8 @@ async def add_repo(request: Request) -> JSONResponse:
     if not isinstance(body.get("url"), str):
         raise InvalidInput("`url` (string) is required", hint='send {"url": "https://host/org/repo.git"}')
     name = body.get("name")
-    private = body.get("private", False)
-    if (name is not None and not isinstance(name, str)) or not isinstance(private, bool):
+    private = body.get("private")  # absent: the site's repos.defaultVisibility
+    if (name is not None and not isinstance(name, str)) or not isinstance(private, bool | None):
         raise InvalidInput("`name` must be a string and `private` a boolean", hint="or omit them")
     repo = await asyncio.to_thread(
         _service(request).add_repo, actor_of(request), body["url"], name=name, private=private

@@ -27,7 +27,7 @@ from codewell.repos import catalog as catalog_module
 from codewell.repos.catalog import Catalog
 from codewell.repos.contents import Contents, check_refs_limit, clean_path
 from codewell.repos.grants import Grants
-from codewell.repos.mirrors import Mirrors, backoff_seconds
+from codewell.repos.mirrors import CredentialSource, Mirrors, backoff_seconds
 from codewell.repos.models import RepoRow
 from codewell.repos.records import (
     BACKOFF_BASE_SECONDS,
@@ -57,7 +57,7 @@ from codewell.repos.records import (
     SyncOutcome,
 )
 from codewell.repos.registry import Registry, git_scp_like
-from codewell.repos.sources import check_name
+from codewell.repos.sources import check_name, default_private
 
 if TYPE_CHECKING:
     from codewell.runtime import Runtime
@@ -245,6 +245,11 @@ class RepoService:
         """Call `callback(repo)` (in the syncing thread) after a first clone and each sync that changed refs."""
         self.mirrors.sync_listeners.append(callback)
 
+    def add_credential_source(self, source: CredentialSource) -> None:
+        """Let `source(name)` answer the fetch secret of repositories whose `credentials_env` it owns (code host
+        connections): asked at each sync, kept out of the process environment (mirrors.CredentialSource)."""
+        self.mirrors.credential_sources.append(source)
+
     def add_removal_listener(self, callback: RepoListener) -> None:
         """Call `callback(repo)` after a repository was removed (drop its index)."""
         self.registry.removal_listeners.append(callback)
@@ -297,7 +302,7 @@ class RepoService:
         url: str,
         *,
         name: str | None = None,
-        private: bool = False,
+        private: bool | None = None,
         branches: Iterable[str] = (),
         sync_interval_seconds: int = 3600,
         credentials_env: str | None = None,
@@ -306,13 +311,14 @@ class RepoService:
     ) -> Repo:
         """Register a repository by clone URL or local path (not cloned yet; `sync_repo` clones it).
 
-        `source` says who manages the row ("manual", or "codehost:<id>" for a code host connection).
+        `private` None: the site's `repos.defaultVisibility` decides. `source` says who manages the row ("manual", or
+        "codehost:<id>" for a code host connection).
         """
         ensure(actor, Action.REPOS_MANAGE)
         return self.registry.add(
             url,
             name=name,
-            private=private,
+            private=default_private(self.runtime.config) if private is None else private,
             branches=branches,
             sync_interval_seconds=sync_interval_seconds,
             credentials_env=credentials_env,

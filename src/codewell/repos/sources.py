@@ -7,6 +7,7 @@ Each source kind (`local`, `git`; code host listings later) is a discover functi
 from __future__ import annotations
 
 import fnmatch
+import logging
 import os
 import re
 from collections.abc import Callable
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from codewell.config.schema import GitRepoSource, LocalRepoSource, RepoSourceBase
+from codewell.config.schema import GitRepoSource, LocalRepoSource, RepoSourceBase, SiteConfig
 from codewell.core.errors import InvalidInput
 
 
@@ -25,7 +26,7 @@ class RepoSpec:
     name: str
     clone_url: str  # credentials removed
     kind: str
-    private: bool = False
+    private: bool | None = None  # None: the site's repos.defaultVisibility (`default_private`)
     extra_branches: tuple[str, ...] = ()
     sync_interval_seconds: int = 3600
     credentials_env: str | None = None
@@ -36,8 +37,21 @@ class RepoSpec:
 
 Discover = Callable[[RepoSourceBase], list[RepoSpec]]
 
+log = logging.getLogger(__name__)
+
 _SCP_LIKE = re.compile(r"^(?:(?P<user>[^@/]+)@)?(?P<host>[^:/]+):(?P<path>(?!/).+)$")
-_NAME_PART = re.compile(r"^[A-Za-z0-9._\-~+@ ]+$")
+# A name's parts: ASCII letters, digits and `._-~+@` (no whitespace, control character, quote, `%`, `?`, `#` or
+# anything else a shell or a URL reads specially); matched whole (fullmatch: `$` alone would accept a final newline).
+_NAME_PART = re.compile(r"[A-Za-z0-9._\-~+@]+")
+_NAME_HINT = (
+    "names are slash-separated parts of letters, digits and ._-~+@, starting with a letter or digit, and no part "
+    "starts with '-', e.g. github.com/org/repo"
+)
+# Transports a repository may be fetched with; git itself is held to the same list (git.py's GIT_ALLOW_PROTOCOL),
+# so `ext::` (runs a command) or another remote helper never runs.
+URL_SCHEMES = ("https", "http", "ssh", "git", "file")
+# git's `<transport>::<address>` syntax, which hands the address to a remote helper (`ext::` runs a command).
+_REMOTE_HELPER = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*::")
 
 
 def split_credentials(url: str) -> tuple[str, str | None]:
@@ -81,15 +95,64 @@ def name_from_url(url: str, prefix: str | None = None) -> str:
     return check_name(f"{prefix.strip('/')}/{path}" if prefix else f"{host}/{path}")
 
 
-def check_name(name: str) -> str:
-    """`name` if it is a usable repository name (slash-separated parts, no `..`), else InvalidInput."""
+def name_problem(name: str) -> str | None:
+    """Why `name` is no usable repository name, or None. Checked like a user-chosen username: it must read the
+    same to a shell (`codewell repos remove <name>`, no leading `-` or `~`), in a URL path and on disk."""
+    if not name or len(name) > 500:
+        return "a repository name has 1 to 500 characters"
     parts = name.split("/")
-    if len(name) > 500 or any(p in ("", ".", "..") or not _NAME_PART.match(p) for p in parts):
-        raise InvalidInput(
-            f"invalid repository name {name!r}",
-            hint="names are slash-separated parts of letters, digits and ._-~+@, e.g. github.com/org/repo",
-        )
+    if any(part in ("", ".", "..") for part in parts):
+        return "a repository name has no empty, '.' or '..' parts"
+    bad = next((part for part in parts if not _NAME_PART.fullmatch(part)), None)
+    if bad is not None:
+        found = next((c for c in bad if not _NAME_PART.fullmatch(c)), bad[:1])
+        return f"a repository name may contain only letters, digits, '/' and ._-~+@ (found {found!r})"
+    if not name[0].isalnum():
+        return "a repository name starts with a letter or a digit"
+    if any(part.startswith("-") for part in parts):
+        return "no part of a repository name starts with '-'"
+    return None
+
+
+def check_name(name: str) -> str:
+    """`name` if it is a usable repository name (`name_problem`), else InvalidInput naming the broken rule."""
+    problem = name_problem(name)
+    if problem is not None:
+        raise InvalidInput(f"invalid repository name {name[:100]!r}: {problem}", hint=_NAME_HINT)
     return name
+
+
+def default_private(config: SiteConfig) -> bool:
+    """Whether a repository registered without saying who reads it is private (`repos.defaultVisibility`)."""
+    return config.repos_default_visibility == "private"
+
+
+def check_clone_url(url: str, *, local_must_exist: bool = True) -> str:
+    """`url` if codewell may fetch it: a scheme git is allowed to use and no remote helper, and for `file://` (when
+    `local_must_exist`: an added repository, whose every sync would fail otherwise) a git repository that exists
+    here; InvalidInput otherwise. Site config sources pass False: a mount that is not there yet is a sync error
+    that heals, shown on the repository, not a configuration error."""
+    if _REMOTE_HELPER.match(url):
+        raise InvalidInput(
+            f"unsupported clone URL {redact_url_credentials(url)[:100]!r}: git remote helpers (`<transport>::`) are "
+            "not fetched",
+            hint="use https://, http://, ssh://, git:// or file:// (or a local path)",
+        )
+    if "://" not in url:
+        return url  # scp-like ssh (`git@host:org/repo`): local paths are checked by the caller
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in URL_SCHEMES:
+        raise InvalidInput(
+            f"unsupported clone URL scheme {parts.scheme!r}",
+            hint="use https://, http://, ssh://, git:// or file:// (or a local path)",
+        )
+    if parts.scheme.lower() == "file" and local_must_exist:
+        path = Path(unquote(parts.path))
+        if not path.is_dir() or not is_git_dir(path):
+            raise InvalidInput(
+                f"{redact_url_credentials(url)!r} is not a git repository", hint="give the path of a git repository"
+            )
+    return url
 
 
 def _matches(relpath: str, source: RepoSourceBase) -> bool:
@@ -136,9 +199,15 @@ def discover_local(source: RepoSourceBase) -> list[RepoSpec]:
         relpath = relpath.removesuffix(".git")
         if not _matches(relpath, source):
             continue
+        name = f"{prefix}/{relpath}"
+        problem = name_problem(name)
+        if problem is not None:
+            # One oddly named directory must not hide the rest of the source's repositories.
+            log.warning("skipping local repository %r: %s", name, problem)
+            continue
         specs.append(
             RepoSpec(
-                name=check_name(f"{prefix}/{relpath}"),
+                name=name,
                 clone_url=str(repo_dir),
                 kind="local",
                 private=source.private,
@@ -154,6 +223,7 @@ def discover_git(source: RepoSourceBase) -> list[RepoSpec]:
     assert isinstance(source, GitRepoSource)
     specs = []
     for url in source.urls:
+        check_clone_url(url, local_must_exist=False)
         name = name_from_url(url, source.prefix)
         if not _matches(name, source):
             continue

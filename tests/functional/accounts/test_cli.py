@@ -151,4 +151,6 @@ def test_first_run_bootstrap_creates_admin_once(runtime: Runtime) -> None:
     actor = runtime.get(TokenService).authenticate(token.group(1))
     assert actor is not None
     assert actor.scopes == frozenset({"user:all", "mcp"})
+    # A new instance refuses sign-up and the first-run output says how people get in.
+    assert any(line.startswith("sign-up is off: add users with `codewell users create") for line in lines)
     assert not any("admin" in line for line in run_bootstrap(runtime, False))

@@ -25,7 +25,9 @@ def run(data: Path, *args: str, database_url: str) -> subprocess.CompletedProces
 def test_deepsearch_commands(tmp_path: Path, database_url: str) -> None:
     data = tmp_path / "data"
     source = make_repo(tmp_path / "proj", FILES)
-    assert run(data, "repos", "add", str(source), "--name", "local/proj", database_url=database_url).returncode == 0
+    # --public: alice (no grant) asks about it; unmarked repositories are private by default.
+    added = run(data, "repos", "add", str(source), "--name", "local/proj", "--public", database_url=database_url)
+    assert added.returncode == 0
     assert run(data, "index", "local/proj", "--force", "--workers", "1", database_url=database_url).returncode == 0
     assert run(data, "users", "create", "alice", "--service-account", database_url=database_url).returncode == 0
 

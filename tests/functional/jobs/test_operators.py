@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 
 from starlette.testclient import TestClient
@@ -16,7 +17,7 @@ from codewell.repos.service import RepoService, repo_resource
 from codewell.runtime import Runtime
 from tests import cliprocess
 from tests.factories import auth_headers, make_token, make_user
-from tests.gitfixtures import make_repo, register_local_repo
+from tests.gitfixtures import make_bare, make_repo, register_local_repo
 
 
 def _env(runtime: Runtime) -> dict[str, str]:
@@ -41,7 +42,10 @@ def test_every_stage_of_a_repository_and_a_failed_sync_are_shown(
     assert stages == {"mirror": "done", "search": "done", "history": "done", "symbols": "done", "nls": "done"}
 
     repos = runtime.get(RepoService)
+    # Registering checks that a file:// repository exists; it disappears before its first sync.
+    make_bare(tmp_path / "missing.git", make_repo(tmp_path / "gone", {"a.txt": "a\n"}))
     repos.add_repo(INTERNAL, f"file://{tmp_path}/missing.git", name="acme/broken")
+    shutil.rmtree(tmp_path / "missing.git")
     outcome = repos.sync_repo(INTERNAL, "acme/broken")
     assert not outcome.ok
     broken = repos.get(INTERNAL, "acme/broken")

@@ -163,7 +163,8 @@ def test_user_limit_refuses_new_accounts_everywhere_and_keeps_existing_ones(
     assert refused.status_code == 403
     assert refused.json()["error"]["code"] == "user_limit_reached"
     assert "licensed for at most 3 users (Enterprise plan)" in refused.json()["error"]["message"]
-    # Sign-up (the builtin provider allows it by default).
+    # Sign-up (turned on in the site config: it is off by default).
+    configure(runtime, {"type": "builtin", "allowSignup": True})
     page = client.get("/sign-up")
     signup = client.post("/sign-up", data={"username": "dave", "password": PASSWORD, "csrf_token": csrf_of(page.text)})
     assert signup.status_code == 403

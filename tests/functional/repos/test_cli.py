@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -43,12 +44,27 @@ def test_add_list_status_sync_remove(tmp_path: Path, database_url: str) -> None:
 
 def test_failures_are_reported_and_recorded(tmp_path: Path, database_url: str) -> None:
     data = tmp_path / "data"
-    failed = run(data, "repos", "add", f"file://{tmp_path}/gone.git", "--name", "x/gone", database_url=database_url)
+    source = make_repo(tmp_path / "proj", {"a.txt": "a\n"})
+    bare = tmp_path / "gone.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(source), str(bare)], check=True, capture_output=True)
+    added = run(data, "repos", "add", f"file://{bare}", "--name", "x/gone", "--no-sync", database_url=database_url)
+    assert added.returncode == 0, added.stderr
+    shutil.rmtree(bare)
+    failed = run(data, "repos", "sync", "x/gone", database_url=database_url)
     assert failed.returncode == 1
     assert "x/gone" in failed.stderr
     assert "does not appear to be a git repository" in failed.stderr
     status = run(data, "repos", "status", "x/gone", database_url=database_url)
     assert "failed" in status.stdout
+    # A source that is no git repository registers nothing (issue #33): a clear error, no failed entry.
+    for url in (f"file://{tmp_path}/absent.git", "file:///etc", str(tmp_path / "proj" / "a.txt"), str(tmp_path)):
+        refused = run(data, "repos", "add", url, database_url=database_url)
+        assert refused.returncode == 1
+        assert "Traceback" not in refused.stderr
+    assert run(data, "repos", "list", database_url=database_url).stdout.splitlines() == ["x/gone"]
+    dash = run(data, "repos", "add", str(source), "--name", "-rf", database_url=database_url)
+    assert dash.returncode != 0
+    assert run(data, "repos", "list", database_url=database_url).stdout.splitlines() == ["x/gone"]
     missing = run(data, "repos", "add", str(tmp_path / "nowhere"), database_url=database_url)
     assert missing.returncode == 1
     assert "is not a directory" in missing.stderr

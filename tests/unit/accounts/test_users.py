@@ -64,7 +64,8 @@ def test_password_policy_follows_site_config(runtime: Runtime, accounts: Account
     assert accounts.create_user(INTERNAL, "alice", password="four").has_password
 
 
-def test_first_user_who_signs_up_becomes_site_admin_others_do_not(accounts: AccountService) -> None:
+def test_first_user_who_signs_up_becomes_site_admin_others_do_not(runtime: Runtime, accounts: AccountService) -> None:
+    set_site_config(runtime, {"auth.providers": [{"type": "builtin", "allowSignup": True}]})
     first = accounts.create_user(ANONYMOUS, "first", password="a long enough password")
     second = accounts.create_user(ANONYMOUS, "second", password="a long enough password")
     assert first.site_admin
@@ -168,3 +169,11 @@ def test_rename_validates_and_keeps_names_unique(runtime: Runtime, accounts: Acc
         accounts.set_username(actor_of_user(runtime, accounts.get_by_username("bob")), alice.id, "x")
     assert accounts.set_username(me, alice.id, "ally").username == "ally"
     assert accounts.find_by_username("alice") is None
+
+
+def test_a_new_site_config_refuses_sign_up_after_the_first_account(accounts: AccountService) -> None:
+    # The defaults, untouched: the first account of an empty instance may still be made (first run), no other.
+    first = accounts.create_user(ANONYMOUS, "first", password="a long enough password")
+    assert first.site_admin
+    with pytest.raises(PermissionDenied, match="sign-up is disabled"):
+        accounts.create_user(ANONYMOUS, "second", password="a long enough password")

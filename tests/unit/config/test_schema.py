@@ -11,7 +11,8 @@ def test_empty_object_gives_documented_defaults() -> None:
     assert config.mcp_enabled is True
     assert config.mcp_tools_disabled == []
     assert config.auth_idp_dynamic_client_registration_enabled is True
-    assert config.auth_providers == [{"type": "builtin", "allowSignup": True}]
+    # Sign-up is off unless the site config turns it on (issue #33).
+    assert config.auth_providers == [{"type": "builtin", "allowSignup": False}]
     assert config.auth_access_tokens.default_expiration_days == 90
     assert config.auth_access_tokens.expiration_option_days == [7, 14, 30, 60, 90]
     assert config.external_url is None

@@ -105,7 +105,7 @@ def test_admin_operations_need_a_site_admin_whether_or_not_the_repo_exists(
 def test_list_repos_matches_substrings_case_insensitively_with_limits(runtime: Runtime, sample_source: Path) -> None:
     service = runtime.get(RepoService)
     for name in ("github.com/Org/Alpha", "github.com/org/beta_1", "gitlab.com/x/alphabet"):
-        service.add_repo(INTERNAL, f"https://{name}.git")
+        service.add_repo(INTERNAL, f"https://{name}.git", private=False)
     assert [r.name for r in service.list_repos(ANONYMOUS, "ALPHA").repos] == [
         "github.com/Org/Alpha",
         "gitlab.com/x/alphabet",

@@ -89,3 +89,40 @@ def test_git_source_keeps_secrets_out_of_names_and_urls() -> None:
     assert specs[0].secret == "x:tok123"
     assert "tok123" not in repr(specs[0])
     assert specs[1].sync_interval_seconds == 60
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "-rf",
+        "local/-rf",
+        "host/org/-x",
+        ".hidden/x",
+        "~root/x",
+        "host/with space",
+        "host/tab\there",
+        "host/line\n",
+        "host/x\r",
+        "host/semi;colon",
+        "host/quote'd",
+        "host/per%2Fcent",
+        "host/q?x",
+        "host/frag#x",
+        "host/$(id)",
+        "host/back`tick`",
+        "host/ünïcode",
+    ],
+)
+def test_names_a_shell_or_url_would_misread_are_refused(bad: str) -> None:
+    with pytest.raises(InvalidInput, match="invalid repository name"):
+        check_name(bad)
+
+
+@pytest.mark.parametrize("good", ["github.com/org/repo", "github.com/org/.github", "h/a_b-c.d~e+f@g", "9x/y"])
+def test_ordinary_names_are_kept(good: str) -> None:
+    assert check_name(good) == good
+
+
+def test_a_name_from_a_url_with_a_leading_dash_is_refused() -> None:
+    with pytest.raises(InvalidInput, match="starts with '-'"):
+        name_from_url("https://host.example/org/-rf.git")

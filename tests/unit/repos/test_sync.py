@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import threading
 from datetime import timedelta
 from pathlib import Path
@@ -75,7 +76,7 @@ def test_the_default_branch_follows_the_source_head(runtime: Runtime, service: R
 
 def test_a_bare_source_and_a_file_url_can_be_mirrored(runtime: Runtime, service: RepoService, tmp_path: Path) -> None:
     bare = make_bare(tmp_path / "x.git", make_repo(tmp_path / "w", {"f.txt": "f\n"}))
-    repo = service.add_repo(INTERNAL, f"file://{bare}")
+    repo = service.add_repo(INTERNAL, f"file://{bare}", private=False)
     assert repo.name == f"localhost{bare}".removesuffix(".git")
     assert service.sync_repo(INTERNAL, repo.name).ok
     assert service.read_file(ANONYMOUS, repo.name, "f.txt").lines == ["f"]
@@ -84,7 +85,10 @@ def test_a_bare_source_and_a_file_url_can_be_mirrored(runtime: Runtime, service:
 def test_a_clone_failure_is_recorded_with_back_off_and_leaves_nothing_behind(
     runtime: Runtime, service: RepoService, tmp_path: Path
 ) -> None:
+    # Registering checks that a file:// repository exists; it disappears afterwards.
+    make_bare(tmp_path / "missing.git", make_repo(tmp_path / "work", {"a.txt": "a\n"}))
     repo = service.add_repo(INTERNAL, f"file://{tmp_path}/missing.git", name="bad/missing")
+    shutil.rmtree(tmp_path / "missing.git")
     before = utcnow()
     outcome = service.sync_repo(INTERNAL, "bad/missing")
     assert not outcome.ok
@@ -138,6 +142,41 @@ def test_adding_bad_sources_is_rejected(service: RepoService, tmp_path: Path, sa
         service.add_repo(INTERNAL, "https://example.com/x.git", name="../escape")
 
 
+def test_a_source_that_fails_validation_registers_nothing(
+    service: RepoService, tmp_path: Path, sample_source: Path
+) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "notes.txt").write_text("not a repository\n")
+    refused = [
+        ("file:///etc", "is not a git repository"),
+        (f"file://{plain}", "is not a git repository"),
+        (str(plain), "is not a git repository"),
+        ("ext::sh -c touch% /tmp/pwned", "remote helpers"),
+        ("fd::3", "remote helpers"),
+        ("ftp://host.example/org/repo.git", "unsupported clone URL scheme"),
+        ("https://host.example/org/-rf.git", "starts with '-'"),
+    ]
+    for url, message in refused:
+        with pytest.raises(InvalidInput, match=message):
+            service.add_repo(INTERNAL, url)
+    with pytest.raises(InvalidInput, match="starts with '-'"):
+        service.add_repo(INTERNAL, str(sample_source), name="-rf")
+    assert service.all_repos(INTERNAL) == []
+    # A file:// URL of a real repository is fine.
+    added = service.add_repo(INTERNAL, f"file://{sample_source}", name="local/by-url")
+    assert service.sync_repo(INTERNAL, added.name).ok
+
+
+def test_git_refuses_transports_codewell_does_not_register(tmp_path: Path) -> None:
+    # Defence in depth under the URL check: git itself is held to the registered transports. git's own default
+    # already refuses `ext::`, but runs any other remote helper (`git-remote-<name>` on PATH) named in a URL.
+    for url in ("ext::sh -c true", "somehelper::anything"):
+        transport = url.partition("::")[0]
+        with pytest.raises(gitmod.GitCommandError, match=f"transport '{transport}' not allowed"):
+            gitmod.run_git(["ls-remote", url], cwd=tmp_path, timeout=30)
+
+
 def test_removing_a_repo_deletes_its_mirror_and_tells_listeners(service: RepoService, sample: Repo) -> None:
     removed: list[str] = []
     service.add_removal_listener(lambda repo: removed.append(repo.name))
@@ -187,7 +226,9 @@ def test_site_config_sources_are_reconciled_into_the_repos_table(
     assert one.source == "config:local"
     assert service.get(INTERNAL, "example.com/org/tool").sync_interval_seconds == 60
     assert service.reconcile().added == []  # idempotent
-    report = service.reconcile(_config(runtime, [{"kind": "local", "path": str(root), "prefix": "corp"}]))
+    report = service.reconcile(
+        _config(runtime, [{"kind": "local", "path": str(root), "prefix": "corp", "private": False}])
+    )
     assert report.removed == ["example.com/org/tool"]
     assert sorted(report.updated) == ["corp/one", "corp/two"]
     assert not service.get(INTERNAL, "corp/one").private

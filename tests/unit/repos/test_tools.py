@@ -54,7 +54,9 @@ def test_read_file_renders_the_reference_format(runtime: Runtime, sample: Repo) 
 
 
 def test_list_repos_renders_one_line_per_repo_and_has_more(runtime: Runtime, sample: Repo) -> None:
-    runtime.get(RepoService).add_repo(INTERNAL, "https://github.com/org/other.git", description="Other tools")
+    runtime.get(RepoService).add_repo(
+        INTERNAL, "https://github.com/org/other.git", description="Other tools", private=False
+    )
     result = call(runtime, "list_repos", query="", limit=1)
     assert result.text == "github.com/org/other - Other tools\n\n" + (
         "(more results available - set a higher limit if you want to see more)"

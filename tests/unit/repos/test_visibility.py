@@ -61,7 +61,7 @@ def test_iter_readable_fetches_pages_lazily(runtime: Runtime, rows: dict[str, in
     assert next(pages).name == "org/pub-a"
     # A repository registered after the first page was read shows up in a later page (keyset by name):
     # nothing was read ahead.
-    service.add_repo(INTERNAL, "https://example.invalid/org/pub-bb.git", name="org/pub-bb")
+    service.add_repo(INTERNAL, "https://example.invalid/org/pub-bb.git", name="org/pub-bb", private=False)
     assert [r.name for r in pages] == ["org/pub-b", "org/pub-bb", "org/pub-c"]
 
 
