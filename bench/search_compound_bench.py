@@ -4,7 +4,8 @@ Corpus: the first --repos repositories of `bench/corpus.py --many N` (linux-many
 Registers and mirrors them into a fresh data dir (--data; kept between runs: registration is skipped when the
 repositories are there), indexes them (compound code: `index_many` in batches, then `merge_shards` until done;
 code without it: `index` per repository), then runs, --runs times each, right after ripgrep over the same work
-trees: a rare literal, the first page of a common literal, `count:all` of the common literal; p50 of each.
+trees: a rare literal, the first page of a common literal, `count:all` of the common literal; p50 of each, and
+of the search plus the text page keyword_search renders from it (MCP's answer within its character budget).
 Also: indexing wall and CPU seconds, peak RSS of this process, `du` of the search data.
 Run the committed code with `PYTHONPATH=<worktree>/src` to compare. Writes bench/.results/search_compound.json.
 """
@@ -26,6 +27,7 @@ from codewell.core.settings import Settings
 from codewell.repos.service import RepoService
 from codewell.runtime import Runtime
 from codewell.search import service as search_module
+from codewell.search.render import render_results
 from codewell.search.service import SearchService
 
 RG = str(Path(sys.executable).with_name("rg"))
@@ -133,16 +135,25 @@ def main() -> None:  # noqa: PLR0915 - one linear script
         ("count_all", f"{COMMON} count:all", None, args.count_runs),
     ]
     for label, query, head, runs in queries:
-        ours, theirs, counts = [], [], []
+        ours, theirs, counts, rendered = [], [], [], []
+        chars = 0
         for _ in range(runs):
             rg_ms, rg_lines = rg(query.split()[0], head)
             ms, found = timed(lambda q=query: service.search(INTERNAL, q))
+            # What keyword_search adds over MCP: the page within its character budget (the rest is a cursor).
+            render_ms, page = timed(lambda f=found, q=query: render_results(f, q))
             ours.append(ms)
             theirs.append(rg_ms)
+            rendered.append(ms + render_ms)
+            chars = len(page.text)
             counts.append((found.match_count, rg_lines))
+            del found, page
         report[label] = {
             "p50_ms": round(statistics.median(ours), 1),
             "rg_p50_ms": round(statistics.median(theirs), 1),
+            "ratio_vs_rg": round(statistics.median(theirs) / max(statistics.median(ours), 1e-9), 2),
+            "with_page_p50_ms": round(statistics.median(rendered), 1),
+            "page_chars": chars,
             "matches_vs_rg": counts[-1],
             "runs_ms": [round(x, 1) for x in ours],
         }

@@ -287,23 +287,61 @@ def definition_lines(file: FileMatch) -> list[LineMatch]:
     return [m for m in file.line_matches if is_definition(file.language, m.line, m.ranges)]
 
 
-def has_definition(file: FileMatch, spans: Sequence[tuple[int, int, int]] | None = None) -> bool:
+def has_definition(
+    file: FileMatch,
+    spans: Sequence[tuple[int, int, int]] | None = None,
+    *,
+    seen: dict[str, dict[str, bool]] | None = None,
+) -> bool:
     """True when one of `file`'s line matches is a definition of what was searched for.
 
     `spans` are the file's defined names from a symbol table, `(line, start, end)` in byte offsets: a match
     counts when it overlaps one of them. Without a table for the file (None) the regex forms above decide.
+    Match ranges are read only for lines that can be definitions: the line holds a defined name (table) or
+    some form matches it at all (`_any_form`), so lines read lazily (`FileMatch.line_match`) mostly stay unread.
+    `seen` (language → line text → whether some form matches) carries that test over the files of one
+    ranking: the same line text (`mutex_lock(&dev->mutex);`) recurs across files and repositories.
     """
     if spans is None:
-        return any(is_definition(file.language, m.line, m.ranges) for m in file.line_matches)
+        any_form = _any_form(file.language)
+        if any_form is None:
+            return False
+        match = any_form.match
+        known = {} if seen is None else seen.setdefault(file.language, {})
+        for i, text in enumerate(file.line_texts()):
+            if len(text) > MAX_DEFINITION_LINE:
+                continue
+            candidate = known.get(text)
+            if candidate is None:
+                candidate = known[text] = match(text) is not None
+            if candidate and is_definition(file.language, text, file.line_match(i).ranges):
+                return True
+        return False
     by_line: dict[int, list[tuple[int, int]]] = {}
     for line, start, end in spans:
         by_line.setdefault(line, []).append((start, end))
-    return any(
-        start < name_end and name_start < end
-        for m in file.line_matches
-        for name_start, name_end in by_line.get(m.line_number, ())
-        for start, end in m.ranges
-    )
+    for i in range(file.line_count):
+        names = by_line.get(file.line_number(i))
+        if names and any(
+            start < name_end and name_start < end
+            for name_start, name_end in names
+            for start, end in file.line_match(i).ranges
+        ):
+            return True
+    return False
+
+
+@lru_cache(maxsize=64)
+def _any_form(language: str) -> re.Pattern[str] | None:
+    """One regex matching a line exactly when some definition form of `language` does (a fast negative test).
+
+    The forms as alternatives, their `name` groups unnamed (a name may appear once per regex); a line no
+    form matches (most matching lines: calls, uses) then costs one regex call instead of one per form.
+    """
+    forms = DEFINITIONS.get(language)
+    if not forms:
+        return None
+    return re.compile("|".join(f"(?:{form.pattern.replace('(?P<name>', '(?:')})" for form in forms))
 
 
 # Match quality ---------------------------------------------------------------------------------------------
@@ -381,17 +419,29 @@ def match_quality(file: FileMatch, terms: Sequence[str] = (), *, case_sensitive:
     """
     wanted = {t if case_sensitive else t.lower() for t in terms}
     phrase = _phrase(tuple(terms), case_sensitive) if len(terms) >= 2 else None
+    # The phrase needs only the lines' texts; the ranges below are read until the answer is settled.
+    if phrase is not None and any(phrase.search(t.encode("utf-8", "surrogateescape")) for t in file.line_texts()):
+        return 3
     whole: set[str] = set()
     any_whole = False
-    for m in file.line_matches:
+    for i in range(file.line_count):
+        first = file.first_range(i)
+        if first is not None:
+            # The line's first match alone may settle it (most files: their first line); else all its ranges.
+            raw, start, end = first
+            if is_whole_word(raw, start, end):
+                text = raw[start:end].decode("utf-8", "replace")
+                if wanted <= whole | {text if case_sensitive else text.lower()}:
+                    return 2
+        m = file.line_match(i)
         raw = m.line.encode("utf-8", "surrogateescape")
-        if phrase is not None and phrase.search(raw):
-            return 3
         for start, end in m.ranges:
             if is_whole_word(raw, start, end):
                 any_whole = True
                 text = raw[start:end].decode("utf-8", "replace")
                 whole.add(text if case_sensitive else text.lower())
+        if any_whole and wanted <= whole:
+            return 2  # every term seen as a whole word (or, without terms, some match): the rest is unread
     if not wanted:
         return 2 if any_whole else 0
     found = len(wanted & whole)
@@ -419,11 +469,12 @@ def rank(
     code_query = looks_like_code(terms)
     tables = definitions or {}
     keys: dict[int, tuple[bool, bool, int, bool, float]] = {}
+    seen: dict[str, dict[str, bool]] = {}
     for f in files:
-        defines = has_definition(f, tables.get((f.repo, f.path)))
+        defines = has_definition(f, tables.get((f.repo, f.path)), seen=seen)
         quality = match_quality(f, terms, case_sensitive=case_sensitive)
         code = code_query and f.language not in PROSE_LANGUAGES
-        base = 10 * math.log1p(len(f.line_matches)) - 0.01 * len(f.path)
+        base = 10 * math.log1p(f.line_count) - 0.01 * len(f.path)
         f.score = (
             (NAME_BONUS if f.path_match else 0.0)
             + (DEFINITION_BONUS if defines else 0.0)

@@ -164,13 +164,16 @@ def render_counted(results: SearchResults, query: str, skip: int = 0) -> Rendere
     page = _Page(OUTPUT_BUDGET - NOTES_RESERVE)
     position = 0  # matches before the current file, in the fixed order
     for index, f in enumerate(results.files):
-        order, chunk_text, in_chunks = _file_order(f, index, first_page=skip == 0)
-        if position + len(order) > skip:
+        # A file holds max(1, line_count) matches in the fixed order: files wholly before the page are
+        # skipped on that count, without reading their lines.
+        matches = max(1, f.line_count)
+        if position + matches > skip:
+            order, chunk_text, in_chunks = _file_order(f, index, first_page=skip == 0)
             page.add_file(f, order[max(0, skip - position) :], chunk_text if position >= skip else "", in_chunks)
             if page.full:
                 break
-        position += len(order)
-    total = sum(max(1, len(f.line_matches)) for f in results.files)
+        position += matches
+    total = sum(max(1, f.line_count) for f in results.files)
     cursor = make_cursor(query, skip + page.shown) if page.full else None
     notes = _counted_notes(results, query, f"{skip + 1}-{skip + page.shown} of {total}", cursor)
     text = "\n\n".join(page.blocks + notes)

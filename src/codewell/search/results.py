@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["FileMatch", "IndexStatus", "LineMatch", "SearchResults"]
+__all__ = ["FileMatch", "IndexStatus", "LineMatch", "LineSource", "SearchResults"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,19 +18,139 @@ class LineMatch:
     ranges: list[tuple[int, int]]
 
 
-@dataclass(slots=True)
-class FileMatch:
-    """A matching file; `line_matches` is empty for path-only matches."""
+class LineSource(Protocol):
+    """A file's matching lines before they are read: an exhaustive answer builds only what is looked at.
 
-    repo: str
-    path: str
-    commit: str
-    language: str
-    line_matches: list[LineMatch] = field(default_factory=list)
-    path_match: bool = False
-    score: float = 0.0
-    # type:symbol matches: line number → what the line defines (`method Config.load`); empty for text matches.
-    labels: dict[int, str] = field(default_factory=dict)
+    Line texts and match ranges come from the shard's content on demand (search/searcher.py), so a
+    `count:all` of a common word pays for the lines ranking and the rendered page read, not for all of them.
+    """
+
+    def __len__(self) -> int: ...
+
+    def number(self, i: int) -> int:
+        """The 1-based line number of the i-th matching line."""
+        ...
+
+    def text(self, i: int) -> str:
+        """The i-th matching line's text."""
+        ...
+
+    def texts(self) -> list[str]:
+        """Every matching line's text, in order (without match ranges)."""
+        ...
+
+    def match(self, i: int) -> LineMatch:
+        """The i-th matching line with its match ranges."""
+        ...
+
+    def first_range(self, i: int) -> tuple[bytes, int, int] | None:
+        """The i-th line's bytes and its first match range, when that is cheaper than `match` and the same
+        as `match(i)`'s text encoded and first range (an ASCII line); None otherwise."""
+        ...
+
+
+class FileMatch:
+    """A matching file; `line_matches` is empty for path-only matches.
+
+    Its lines are either a list or a `LineSource` that `line_matches` reads in full on first use; `line_count`,
+    `line_number`, `line_text` and `line_match` answer without reading the other lines.
+    """
+
+    __slots__ = ("_lines", "_source", "commit", "labels", "language", "path", "path_match", "repo", "score")
+
+    def __init__(
+        self,
+        repo: str,
+        path: str,
+        commit: str,
+        language: str,
+        line_matches: list[LineMatch] | None = None,
+        path_match: bool = False,
+        score: float = 0.0,
+        labels: dict[int, str] | None = None,
+        *,
+        source: LineSource | None = None,
+    ) -> None:
+        self.repo = repo
+        self.path = path
+        self.commit = commit
+        self.language = language
+        self._lines: list[LineMatch] | None = line_matches if line_matches is not None or source is not None else []
+        self._source = source if line_matches is None else None
+        self.path_match = path_match
+        self.score = score
+        # type:symbol matches: line number → what the line defines (`method Config.load`); empty for text matches.
+        self.labels: dict[int, str] = {} if labels is None else labels
+
+    @property
+    def line_matches(self) -> list[LineMatch]:
+        if self._lines is None:
+            source = self._source
+            assert source is not None
+            self._lines = [source.match(i) for i in range(len(source))]
+            self._source = None
+        return self._lines
+
+    @line_matches.setter
+    def line_matches(self, value: list[LineMatch]) -> None:
+        self._lines = value
+        self._source = None
+
+    @property
+    def line_count(self) -> int:
+        """How many matching lines, without reading them."""
+        return len(self._lines) if self._lines is not None else len(self._source or ())
+
+    def line_number(self, i: int) -> int:
+        return self._lines[i].line_number if self._lines is not None else self._read().number(i)
+
+    def line_text(self, i: int) -> str:
+        return self._lines[i].line if self._lines is not None else self._read().text(i)
+
+    def line_texts(self) -> list[str]:
+        """Every matching line's text, without reading match ranges."""
+        return [m.line for m in self._lines] if self._lines is not None else self._read().texts()
+
+    def first_range(self, i: int) -> tuple[bytes, int, int] | None:
+        """Line i's bytes and first match range when its source has them cheaply (`LineSource.first_range`)."""
+        return None if self._lines is not None else self._read().first_range(i)
+
+    def line_match(self, i: int) -> LineMatch:
+        return self._lines[i] if self._lines is not None else self._read().match(i)
+
+    def _read(self) -> LineSource:
+        assert self._source is not None
+        return self._source
+
+    def _fields(self) -> tuple[Any, ...]:
+        return (
+            self.repo,
+            self.path,
+            self.commit,
+            self.language,
+            self.line_matches,
+            self.path_match,
+            self.score,
+            self.labels,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FileMatch):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass it replaces
+
+    def __repr__(self) -> str:
+        return (
+            f"FileMatch(repo={self.repo!r}, path={self.path!r}, commit={self.commit!r}, language={self.language!r}, "
+            f"line_matches={self.line_matches!r}, path_match={self.path_match!r}, score={self.score!r}, "
+            f"labels={self.labels!r})"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled with its lines read: a LineSource holds a mapped shard, which does not travel.
+        return (FileMatch, self._fields())
 
 
 @dataclass(slots=True)

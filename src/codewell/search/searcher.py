@@ -6,27 +6,40 @@ geometrically growing batches that stop at the match limit and check the deadlin
 
 from __future__ import annotations
 
+import gc
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+import re2
 from pyroaring import BitMap
 
 from codewell.search.index.bitmaps import bitmap_of
 from codewell.search.index.shard import DocSet, Shard
 from codewell.search.query.parser import Pattern, Query
 from codewell.search.query.regex import compile_regex
-from codewell.search.results import FileMatch, LineMatch
+from codewell.search.results import FileMatch, LineMatch, LineSource
 from codewell.search.selection import DeadlineExceeded, Selection, select_docs
-from codewell.search.verify import Evaluator, LineSpan, ranges_of
+from codewell.search.verify import (
+    Evaluator,
+    is_plain_literal,
+    match_ranges,
+    ranges_of,
+    tree_line_bounds,
+    tree_ranges,
+)
 
-__all__ = ["ShardHit", "ShardResult", "file_matches", "search_shard"]
+__all__ = ["ShardHit", "ShardResult", "file_matches", "gc_paused", "search_shard"]
 
 # Verification batches grow geometrically: the first page comes from a small slice of the shard, while
 # exhaustive searches make few, large native calls.
 _FIRST_BATCH_BYTES = 1 << 20
 _MAX_BATCH_BYTES = 64 << 20
+_UNANCHORED = re2._re2.RE2.Anchor.UNANCHORED
 # Gaps of at most this many bytes between candidate units are scanned through (_bridges).
 _BRIDGE_BYTES = 16 << 10
 
@@ -35,12 +48,15 @@ _BRIDGE_BYTES = 16 << 10
 class ShardHit:
     """A matching document: global line indices of its matching lines (empty for path-only matches).
 
-    `spans[i]` is line `lines[i]` as verification found it: its content offsets and match ranges.
+    A single pattern's hit has `firsts[i]`, the offset of line `lines[i]`'s first match; a pattern tree's has
+    `plans[i]` (Evaluator.tree_plan). Match ranges and texts are found from them only for the lines that are
+    read (`file_matches`), so an exhaustive answer does little per-line work beyond the native scan.
     """
 
     doc: int
     lines: list[int]
-    spans: list[LineSpan] = field(default_factory=list)
+    firsts: list[int] = field(default_factory=list)
+    plans: list[tuple[int, ...]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -98,7 +114,7 @@ def _search(
             return result
         evaluator.line_budget = limit
         offsets = evaluator.scan_offsets(query.expr, _unit_runs(shard, units))
-        _collect_pairs(result, evaluator, query.expr, offsets, limit)
+        _collect_pairs(result, evaluator, offsets, limit)
         return result
     if isinstance(query.expr, Pattern) and not path_mode:
         return _search_pattern(selection, query.expr, evaluator, limit, deadline, result)
@@ -152,7 +168,7 @@ def _search_pattern(
         i = j
         batch_bytes = min(batch_bytes * 2, _MAX_BATCH_BYTES)
         evaluator.line_budget = None if limit is None else limit - result.match_count
-        if _collect_pairs(result, evaluator, pattern, evaluator.scan_offsets(pattern, runs), limit):
+        if _collect_pairs(result, evaluator, evaluator.scan_offsets(pattern, runs), limit):
             break
     return result
 
@@ -191,8 +207,8 @@ def _collect(
 ) -> bool:
     """Append `found` (doc → lines) to `result` in document order, up to `limit` lines; True = stop.
 
-    Used for pattern trees, whose batches are whole documents: no document spans two batches. Match
-    ranges are gathered for the kept lines only.
+    Used for pattern trees, whose batches are whole documents: no document spans two batches. How to
+    find the match ranges is noted for the kept lines only (`Evaluator.tree_plan`).
     """
     patterns = query.patterns()
     for doc in sorted(found):
@@ -202,11 +218,11 @@ def _collect(
             keep = limit - result.match_count
             if keep > 0 and lines:
                 kept = lines[:keep]
-                result.hits.append(ShardHit(doc, kept, [evaluator.tree_ranges(patterns, doc, x) for x in kept]))
+                result.hits.append(ShardHit(doc, kept, plans=[evaluator.tree_plan(patterns, doc, x) for x in kept]))
                 result.match_count += keep
             result.limit_hit = True
             return True
-        result.hits.append(ShardHit(doc, lines, [evaluator.tree_ranges(patterns, doc, x) for x in lines]))
+        result.hits.append(ShardHit(doc, lines, plans=[evaluator.tree_plan(patterns, doc, x) for x in lines]))
         result.match_count += count
     # Reaching the count means "stopped, there may be more", as the count: filter documents.
     if limit is not None and result.match_count >= limit:
@@ -215,9 +231,7 @@ def _collect(
     return False
 
 
-def _collect_pairs(
-    result: ShardResult, evaluator: Evaluator, pattern: Pattern, offsets: list[int], limit: int | None
-) -> bool:
+def _collect_pairs(result: ShardResult, evaluator: Evaluator, offsets: list[int], limit: int | None) -> bool:
     """Append the lines of one pattern's ascending first-match `offsets` to `result`, up to `limit` lines.
 
     One pattern's scanners report each line once, in content order: no sets or sorting needed. A
@@ -226,14 +240,15 @@ def _collect_pairs(
     hits = result.hits
     if limit is not None:
         offsets = offsets[: max(0, limit - result.match_count)]
+    hit = hits[-1] if hits else None
     for (doc, line), offset in zip(evaluator.line_pairs(offsets), offsets, strict=True):
-        span = evaluator.match_ranges(pattern, offset)
-        if hits and hits[-1].doc == doc:
-            hits[-1].lines.append(line)
-            hits[-1].spans.append(span)
+        if hit is not None and hit.doc == doc:
+            hit.lines.append(line)
+            hit.firsts.append(offset)
         else:
-            hits.append(ShardHit(doc, [line], [span]))
-        result.match_count += 1
+            hit = ShardHit(doc, [line], firsts=[offset])
+            hits.append(hit)
+    result.match_count += len(offsets)
     if limit is not None and result.match_count >= limit:
         result.limit_hit = True
         return True
@@ -281,19 +296,164 @@ def file_matches(
     """The hits of one shard search as FileMatch results: line texts and ranges come from verification.
 
     `origin(doc)` names the repository and commit a document was found in (a compound shard holds many).
+    Lines are read from the shard when used: a single pattern's by `_ShardLines`, a tree's by `_TreeLines`.
     """
-    patterns = [compile_regex(p.value, case_sensitive=query.case_sensitive) for p in query.patterns()]
+    # RE2's raw Match: the wrapper's `search` costs ~10 us of Python per call, paid here once per file.
+    patterns = query.patterns()
+    path_tests = [compile_regex(p.value, case_sensitive=query.case_sensitive)._regexp.Match for p in patterns]
+    single = query.expr if isinstance(query.expr, Pattern) else None
     content = shard.content
+    paths, languages, line_base = shard.paths, shard.languages, shard.line_base
     out: list[FileMatch] = []
     for hit in found.hits:
-        path = shard.paths[hit.doc]
-        first_line = int(shard.line_base[hit.doc]) - 1
-        lines = [
-            LineMatch(line - first_line, content[start:end].decode("utf-8", "replace"), ranges)
-            for line, (start, end, ranges) in zip(hit.lines, hit.spans, strict=True)
-        ]
+        doc = hit.doc
+        path = paths[doc]
+        first_line = int(line_base[doc]) - 1
         path_bytes = path.encode("utf-8", "surrogateescape")
-        path_match = any(rx.search(path_bytes) for rx in patterns)
-        repo, commit = origin(hit.doc)
-        out.append(FileMatch(repo, path, commit, shard.languages[hit.doc], lines, path_match))
+        path_match = any(test(_UNANCHORED, path_bytes, 0, len(path_bytes))[0][0] >= 0 for test in path_tests)
+        repo, commit = origin(doc)
+        source: LineSource | None = None
+        if hit.firsts:
+            assert single is not None
+            source = _ShardLines(content, single, query.case_sensitive, hit.lines, hit.firsts, first_line)
+        elif hit.plans:
+            source = _TreeLines(shard, patterns, query.case_sensitive, doc, hit.lines, hit.plans, first_line)
+        out.append(FileMatch(repo, path, commit, languages[doc], None if source else [], path_match, source=source))
     return out
+
+
+class _TreeLines:
+    """The matching lines of one document for a pattern tree, read from the shard when asked for.
+
+    `plans` say how each positive pattern finds its ranges on each line (`Evaluator.tree_plan`); a line's
+    text and ranges are then what `Evaluator.tree_ranges` would have found.
+    """
+
+    __slots__ = ("case_sensitive", "doc", "first_line", "lines", "patterns", "plans", "shard")
+
+    def __init__(
+        self,
+        shard: Shard,
+        patterns: list[Pattern],
+        case_sensitive: bool,
+        doc: int,
+        lines: list[int],
+        plans: list[tuple[int, ...]],
+        first_line: int,
+    ) -> None:
+        self.shard = shard
+        self.patterns = patterns
+        self.case_sensitive = case_sensitive
+        self.doc = doc
+        self.lines = lines
+        self.plans = plans
+        self.first_line = first_line
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def number(self, i: int) -> int:
+        return self.lines[i] - self.first_line
+
+    def text(self, i: int) -> str:
+        start, end = tree_line_bounds(self.shard, self.doc, self.lines[i], self.plans[i])
+        text: str = self.shard.content[start:end].decode("utf-8", "replace")
+        return text
+
+    def texts(self) -> list[str]:
+        return [self.text(i) for i in range(len(self.lines))]
+
+    def first_range(self, i: int) -> tuple[bytes, int, int] | None:
+        return None
+
+    def match(self, i: int) -> LineMatch:
+        shard, line = self.shard, self.lines[i]
+        start, end, ranges = tree_ranges(shard, self.patterns, self.case_sensitive, self.doc, line, self.plans[i])
+        return LineMatch(line - self.first_line, shard.content[start:end].decode("utf-8", "replace"), ranges)
+
+
+class _ShardLines:
+    """The matching lines of one document for one pattern, read from the shard's content when asked for.
+
+    `lines` are global line indices (`first_line` + the 1-based number) and `firsts` the offset of each
+    line's first match, as the scan reported them; a line's text and ranges are what `Evaluator.match_ranges`
+    would have found then.
+    """
+
+    __slots__ = ("case_sensitive", "content", "first_line", "firsts", "lines", "literal", "pattern")
+
+    def __init__(
+        self, content: Any, pattern: Pattern, case_sensitive: bool, lines: list[int], firsts: list[int], first_line: int
+    ) -> None:
+        self.content = content
+        self.pattern = pattern
+        self.case_sensitive = case_sensitive
+        self.lines = lines
+        self.firsts = firsts
+        self.first_line = first_line
+        self.literal = is_plain_literal(pattern)
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def number(self, i: int) -> int:
+        return self.lines[i] - self.first_line
+
+    def text(self, i: int) -> str:
+        content, first = self.content, self.firsts[i]
+        text: str = content[content.rfind(b"\n", 0, first) + 1 : content.find(b"\n", first)].decode("utf-8", "replace")
+        return text
+
+    def texts(self) -> list[str]:
+        # Not kept: ranking reads them once, and an answer of many files would hold them all until dropped.
+        content = self.content
+        rfind, find = content.rfind, content.find
+        return [content[rfind(b"\n", 0, at) + 1 : find(b"\n", at)].decode("utf-8", "replace") for at in self.firsts]
+
+    def match(self, i: int) -> LineMatch:
+        start, end, ranges = match_ranges(self.content, self.pattern, self.case_sensitive, self.firsts[i])
+        return LineMatch(self.lines[i] - self.first_line, self.content[start:end].decode("utf-8", "replace"), ranges)
+
+    def first_range(self, i: int) -> tuple[bytes, int, int] | None:
+        # A plain literal's first range starts at the scan's offset and is as long as the literal; on an ASCII
+        # line the bytes are what `match(i)`'s text encodes to, so ranking may judge the range from them.
+        if not self.literal:
+            return None
+        content, first = self.content, self.firsts[i]
+        start = content.rfind(b"\n", 0, first) + 1
+        raw: bytes = content[start : content.find(b"\n", first)]
+        if not raw.isascii():
+            return None
+        return raw, first - start, first - start + len(self.pattern.text)
+
+
+class _GcPause:
+    """How many searches are running with collection off, and whether it was on before the first."""
+
+    lock = threading.Lock()
+    running = 0
+    was_enabled = False
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a search builds its answer (reference counting still frees).
+
+    An exhaustive answer allocates tens of thousands of objects that live until it is returned: each
+    collection then scans them, and every few queries a full collection walks the whole heap, which in a
+    server holding the shards of thousands of repositories costs more than the search (80 ms of a 100 ms
+    answer at 2,000 repositories). Searches in several threads overlap: the first to enter switches
+    collection off, the last to leave restores it as it was.
+    """
+    with _GcPause.lock:
+        if _GcPause.running == 0:
+            _GcPause.was_enabled = gc.isenabled()
+            gc.disable()
+        _GcPause.running += 1
+    try:
+        yield
+    finally:
+        with _GcPause.lock:
+            _GcPause.running -= 1
+            if _GcPause.running == 0 and _GcPause.was_enabled:
+                gc.enable()

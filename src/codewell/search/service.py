@@ -20,7 +20,6 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from multiprocessing import get_context
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
@@ -30,6 +29,7 @@ from pyroaring import BitMap
 from codewell.authz import Action, ensure
 from codewell.core.actors import INTERNAL, Actor
 from codewell.core.errors import InvalidInput, NotFound
+from codewell.core.processes import process_pool, stop_pool
 from codewell.repos.service import Repo, RepoService
 from codewell.search.index.bitmaps import bitmap_of
 from codewell.search.index.builder import SourceDoc, build_shard
@@ -42,7 +42,7 @@ from codewell.search.query.parser import And, Pattern, Query, parse_query
 from codewell.search.query.regex import compile_regex
 from codewell.search.ranking import better_match_regexes, rank
 from codewell.search.results import FileMatch, IndexStatus, LineMatch, SearchResults
-from codewell.search.searcher import file_matches
+from codewell.search.searcher import file_matches, gc_paused
 from codewell.search.symbols import DefinitionSpans, SymbolMatch, SymbolSource, name_matcher, symbol_order
 
 if TYPE_CHECKING:
@@ -298,14 +298,14 @@ class SearchService:
             return None
         with self._lock:
             if self._workers is None:
-                self._workers = ProcessPoolExecutor(_CPUS - 1, mp_context=get_context("spawn"))
+                self._workers = process_pool(_CPUS - 1)
             return self._workers
 
     def close(self) -> None:
         """Stop the verification processes."""
         with self._lock:
             if self._workers is not None:
-                self._workers.shutdown(cancel_futures=True)
+                stop_pool(self._workers)
                 self._workers = None
 
     @classmethod
@@ -322,6 +322,10 @@ class SearchService:
         self, actor: Actor, query: str, *, count: int | None = None, timeout: float | None = None
     ) -> SearchResults:
         """Run `query` over the readable repositories; partial results are marked (limit_hit/timed_out)."""
+        with gc_paused():
+            return self._search(actor, query, count, timeout)
+
+    def _search(self, actor: Actor, query: str, count: int | None, timeout: float | None) -> SearchResults:
         started = time.monotonic()
         q = _normalize_languages(parse_query(query))
         limit = None if q.count_all else min(count or q.count or DEFAULT_COUNT, MAX_COUNT)
@@ -363,7 +367,7 @@ class SearchService:
                 for f in extra.files:
                     if (f.repo, f.path) not in seen:
                         results.files.append(f)
-                        results.match_count += len(f.line_matches)
+                        results.match_count += f.line_count
                 # Only the query's own deadline makes the answer partial; the refinement budget does not.
                 results.timed_out |= extra.timed_out and time.monotonic() >= deadline
                 if results.timed_out or extra.limit_hit or time.monotonic() >= refine_deadline:
@@ -428,7 +432,7 @@ class SearchService:
             return {}
         paths: dict[tuple[str, str], list[str]] = {}
         for f in files:
-            if f.line_matches:
+            if f.line_count:
                 paths.setdefault((f.repo, f.commit), []).append(f.path)
         out: dict[tuple[str, str], list[tuple[int, int, int]]] = {}
         for (name, commit), wanted in paths.items():

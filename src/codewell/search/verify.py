@@ -34,7 +34,16 @@ from codewell.search.query.parser import Node, Not, Or, Pattern
 from codewell.search.query.regex import compile_regex, prefilter_literal
 from codewell.search.selection import Candidates, check_deadline
 
-__all__ = ["Evaluator", "LineSpan", "ranges_of"]
+__all__ = [
+    "Evaluator",
+    "LineSpan",
+    "is_plain_literal",
+    "match_ranges",
+    "ranges_from",
+    "ranges_of",
+    "tree_line_bounds",
+    "tree_ranges",
+]
 
 # A matching line as the verifier reports it: [start, end) content offsets of the line (without its
 # newline), and the match ranges as byte offsets relative to the line start.
@@ -43,6 +52,9 @@ LineSpan = tuple[int, int, list[tuple[int, int]]]
 _UNANCHORED = re2._re2.RE2.Anchor.UNANCHORED
 # Literal scans go through Hyperscan when the native kernels are missing (tests switch it off too).
 USE_HYPERSCAN = True
+# A pattern's entry in a tree plan (Evaluator.tree_plan) when it has no first-match offset on the line.
+WHOLE_LINE = -1
+NOT_ON_LINE = -2
 # Up to this many match offsets, a per-offset bisect beats the vectorized binary search's fixed cost.
 _FEW_OFFSETS = 64
 
@@ -126,80 +138,41 @@ class Evaluator:
     # Match ranges -------------------------------------------------------------------------------
 
     def match_ranges(self, pattern: Pattern, first: int) -> LineSpan:
-        """The line holding `first` (a scanner's first-match offset) and every match of `pattern` in it.
-
-        Continues from the first match to the end of its line: a literal by `find`, a regex by RE2
-        from each match's end, as `finditer` steps (an empty match advances one byte; empty ranges are
-        not reported).
-        """
-        content = self.shard.content
-        start = content.rfind(b"\n", 0, first) + 1
-        end = content.find(b"\n", first)
-        return start, end, self._ranges_from(pattern, start, end, first)
+        """The line holding `first` (a scanner's first-match offset) and every match of `pattern` in it."""
+        return match_ranges(self.shard.content, pattern, self.case_sensitive, first)
 
     def tree_ranges(self, patterns: list[Pattern], doc: int, line: int) -> LineSpan:
-        """Line `line` of `doc` reported by a pattern tree, with the ranges of every positive pattern in it.
+        """Line `line` of `doc` reported by a pattern tree, with the ranges of every positive pattern in it."""
+        return tree_ranges(self.shard, patterns, self.case_sensitive, doc, line, self.tree_plan(patterns, doc, line))
 
-        Each pattern continues from its own first match when its leaf found the line; a pattern whose leaf
-        verified the document without finding the line does not match it; one whose leaf never saw the
-        document (an AND or OR elsewhere in the tree decided it first) is matched on this line only.
+    def tree_plan(self, patterns: list[Pattern], doc: int, line: int) -> tuple[int, ...]:
+        """How each of `patterns` gets its ranges on a reported line (`tree_ranges`), known only here.
+
+        Each pattern continues from its own first match when its leaf found the line (that offset); a
+        pattern whose leaf verified the document without finding the line does not match it (NOT_ON_LINE);
+        one whose leaf never saw the document (an AND or OR elsewhere in the tree decided it first) is
+        matched on this line only (WHOLE_LINE).
         """
-        bounds: tuple[int, int] | None = None
-        ranges: set[tuple[int, int]] = set()
-        pending: list[Pattern] = []
+        plan = []
         for pattern in patterns:
             first = self._firsts.get(pattern.value, {}).get(line)
             if first is not None:
-                start, end, found = self.match_ranges(pattern, first)
-                bounds = (start, end)
-                ranges.update(found)
+                plan.append(first)
             elif doc not in self._scanned.get(pattern.value, ()):
-                pending.append(pattern)
-        if bounds is None:
-            bounds = self.shard.line_span(doc, line)
-        for pattern in pending:
-            ranges.update(self._ranges_from(pattern, bounds[0], bounds[1], bounds[0]))
-        return bounds[0], bounds[1], sorted(ranges)
+                plan.append(WHOLE_LINE)
+            else:
+                plan.append(NOT_ON_LINE)
+        return tuple(plan)
 
     def _ranges_from(self, pattern: Pattern, start: int, end: int, pos: int) -> list[tuple[int, int]]:
-        """Non-empty matches of `pattern` in the line [start, end) at or after `pos`, relative to `start`."""
-        content = self.shard.content
-        out: list[tuple[int, int]] = []
-        if _is_plain_literal(pattern):
-            needle = pattern.text.encode()
-            size = len(needle)
-            if self.case_sensitive:
-                hit = content.find(needle, pos, end)
-                while hit >= 0:
-                    out.append((hit - start, hit - start + size))
-                    hit = content.find(needle, hit + size, end)
-                return out
-            # ASCII folding only, as the kernel and RE2's Latin-1 mode fold a literal's letters.
-            line = content[start:end].lower()
-            needle = needle.lower()
-            hit = line.find(needle, pos - start)
-            while hit >= 0:
-                out.append((hit, hit + size))
-                hit = line.find(needle, hit + size)
-            return out
-        match = compile_regex(pattern.value, case_sensitive=self.case_sensitive)._regexp.Match
-        while pos <= end:
-            hit_start, hit_end = match(_UNANCHORED, content, pos, end)[0]
-            if hit_start < 0:
-                break
-            if hit_end > hit_start:
-                out.append((hit_start - start, hit_end - start))
-                pos = hit_end
-            else:
-                pos = hit_start + 1
-        return out
+        return ranges_from(self.shard.content, pattern, self.case_sensitive, start, end, pos)
 
     def scan_offsets(self, pattern: Pattern, runs: list[tuple[int, int]]) -> list[int]:
         """One offset inside each line of the `runs` that `pattern` matches, ascending (fastest verifier)."""
         if not runs:
             return []
         regex = compile_regex(pattern.value, case_sensitive=self.case_sensitive)
-        if _is_plain_literal(pattern):
+        if is_plain_literal(pattern):
             # ASCII literal: the kernel's and Hyperscan's case folding (A-Z only) is RE2's in Latin-1 mode,
             # and ripgrep's --no-unicode, exactly. A literal with a newline can never match a line: RE2
             # (never_nl) says so, the literal scanners would not.
@@ -356,6 +329,82 @@ class Evaluator:
         return list(zip(doc_of.tolist(), lo.tolist(), strict=True))
 
 
+def tree_ranges(
+    shard: Shard, patterns: list[Pattern], case_sensitive: bool, doc: int, line: int, plan: tuple[int, ...]
+) -> LineSpan:
+    """Line `line` of `doc` with the ranges of `patterns` in it, as `plan` (Evaluator.tree_plan) says."""
+    content = shard.content
+    bounds: tuple[int, int] | None = None
+    ranges: set[tuple[int, int]] = set()
+    for pattern, first in zip(patterns, plan, strict=True):
+        if first >= 0:
+            start, end, found = match_ranges(content, pattern, case_sensitive, first)
+            bounds = (start, end)
+            ranges.update(found)
+    if bounds is None:
+        bounds = shard.line_span(doc, line)
+    for pattern, first in zip(patterns, plan, strict=True):
+        if first == WHOLE_LINE:
+            ranges.update(ranges_from(content, pattern, case_sensitive, bounds[0], bounds[1], bounds[0]))
+    return bounds[0], bounds[1], sorted(ranges)
+
+
+def tree_line_bounds(shard: Shard, doc: int, line: int, plan: tuple[int, ...]) -> tuple[int, int]:
+    """[start, end) of the line `tree_ranges` reports, without its ranges."""
+    first = max(plan)
+    if first < 0:
+        return shard.line_span(doc, line)
+    content = shard.content
+    return content.rfind(b"\n", 0, first) + 1, content.find(b"\n", first)
+
+
+def match_ranges(content: Any, pattern: Pattern, case_sensitive: bool, first: int) -> LineSpan:
+    """The line of `content` holding `first` (a scanner's first-match offset) and every match of `pattern` in it.
+
+    Continues from the first match to the end of its line: a literal by `find`, a regex by RE2 from each
+    match's end, as `finditer` steps (an empty match advances one byte; empty ranges are not reported).
+    Needs only the shard's content, so results compute it lazily for the lines a page shows.
+    """
+    start = content.rfind(b"\n", 0, first) + 1
+    end = content.find(b"\n", first)
+    return start, end, ranges_from(content, pattern, case_sensitive, start, end, first)
+
+
+def ranges_from(
+    content: Any, pattern: Pattern, case_sensitive: bool, start: int, end: int, pos: int
+) -> list[tuple[int, int]]:
+    """Non-empty matches of `pattern` in the line [start, end) at or after `pos`, relative to `start`."""
+    out: list[tuple[int, int]] = []
+    if is_plain_literal(pattern):
+        needle = pattern.text.encode()
+        size = len(needle)
+        if case_sensitive:
+            hit = content.find(needle, pos, end)
+            while hit >= 0:
+                out.append((hit - start, hit - start + size))
+                hit = content.find(needle, hit + size, end)
+            return out
+        # ASCII folding only, as the kernel and RE2's Latin-1 mode fold a literal's letters.
+        line = content[start:end].lower()
+        needle = needle.lower()
+        hit = line.find(needle, pos - start)
+        while hit >= 0:
+            out.append((hit, hit + size))
+            hit = line.find(needle, hit + size)
+        return out
+    match = compile_regex(pattern.value, case_sensitive=case_sensitive)._regexp.Match
+    while pos <= end:
+        hit_start, hit_end = match(_UNANCHORED, content, pos, end)[0]
+        if hit_start < 0:
+            break
+        if hit_end > hit_start:
+            out.append((hit_start - start, hit_end - start))
+            pos = hit_end
+        else:
+            pos = hit_start + 1
+    return out
+
+
 def ranges_of(ids: np.ndarray, starts: np.ndarray, bridge: np.ndarray | None = None) -> list[tuple[int, int]]:
     """[start, end) content ranges of the runs of consecutive ids (documents or units) in sorted `ids`.
 
@@ -372,7 +421,7 @@ def ranges_of(ids: np.ndarray, starts: np.ndarray, bridge: np.ndarray | None = N
     return list(zip(starts[firsts].tolist(), starts[lasts + 1].tolist(), strict=True))
 
 
-def _is_plain_literal(pattern: Pattern) -> bool:
+def is_plain_literal(pattern: Pattern) -> bool:
     """An ASCII literal without newlines: scanned by the literal kernels, its ranges found by `find`."""
     return not pattern.regex and bool(pattern.text) and pattern.text.isascii() and "\n" not in pattern.text
 
