@@ -36,12 +36,18 @@ async def search(request: Request) -> JSONResponse:
     # One usage event per search, like a keyword_search tool call (a failed search records its error code).
     with track_usage(runtime, actor, FEATURE_SEARCH, client="rest", endpoint="/.api/search") as usage:
         service = runtime.get(SearchService)
-        results = await asyncio.to_thread(service.search, actor, query, count=_count(request))
-        body = results.to_json()
-        if request.query_params.get("format") == "text":
-            body["text"] = render_results(results, query).text
-        response = JSONResponse(body)
-        usage.language = results.files[0].language if results.files else ""
+        count, as_text = _count(request), request.query_params.get("format") == "text"
+
+        def answer() -> tuple[JSONResponse, str]:
+            # The answer is built and encoded in the worker thread too: a count:all of hundreds of thousands of
+            # lines takes seconds to turn into JSON, which must not hold the event loop (every other request).
+            results = service.search(actor, query, count=count)
+            body = results.to_json()
+            if as_text:
+                body["text"] = render_results(results, query).text
+            return JSONResponse(body), results.files[0].language if results.files else ""
+
+        response, usage.language = await asyncio.to_thread(answer)
         usage.result_bytes = len(response.body)
     return response
 
