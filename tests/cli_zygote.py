@@ -29,8 +29,10 @@ sys.path[0] = os.getcwd()
 # environment, the working directory or the terminal when it is imported (rich Consoles are made per command,
 # settings are read when a command runs). A failure here is left to the child, which imports what is missing
 # again and fails as a real start does.
-with contextlib.suppress(BaseException):
-    importlib.import_module("codewell.cli.main")
+# `codewell.cli.main` imports its commands only when one runs (codewell.cli.lazy): the web app imports them all.
+for module in ("codewell.cli.main", "codewell.app"):
+    with contextlib.suppress(BaseException):
+        importlib.import_module(module)
 # Keep the collector off the imported objects: otherwise each child's collections and exit touch every one of
 # them, copying the whole heap page by page (2.1 s instead of 0.7 s per command on a slow machine).
 gc.freeze()

@@ -7,15 +7,19 @@ capabilities into a runtime on the click context (`ctx.obj`), and `open_runtime`
 from __future__ import annotations
 
 import functools
+import json
 import sys
 from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 import click
+from rich.console import Console
 
 from codewell.core.errors import CodewellError
 from codewell.core.settings import Settings
-from codewell.runtime import Runtime
+
+if TYPE_CHECKING:
+    from codewell.runtime import Runtime
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -42,6 +46,21 @@ def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+# Columns a table may take when stdout is not a terminal: scripts and pagers read every value whole, so rich
+# must neither cut a cell ("github.c…") nor wrap it at its default of 80 columns.
+PIPED_WIDTH = 1 << 16
+
+
+def table_console() -> Console:
+    """The console to print a rich table on: the terminal's width on a terminal, no limit when piped."""
+    return Console() if sys.stdout.isatty() else Console(width=PIPED_WIDTH)
+
+
+def echo_json(value: object) -> None:
+    """Print `value` as indented JSON, the body the REST API answers for the same thing (`--json`)."""
+    click.echo(json.dumps(value, indent=2))
+
+
 def settings_from_context(ctx: click.Context, **overrides: Any) -> Settings:
     root = ctx.find_root().params
     merged = {"data_dir": root.get("data_dir"), "database_url": root.get("database_url"), **overrides}
@@ -50,6 +69,9 @@ def settings_from_context(ctx: click.Context, **overrides: Any) -> Settings:
 
 def open_runtime(ctx: click.Context, *, migrate: bool = False, **overrides: Any) -> Runtime:
     """Open the runtime for a command; with migrate=True apply pending migrations, else require none."""
+    # The database layer and its models: imported by a command that runs, never by its `--help`.
+    from codewell.runtime import Runtime  # noqa: PLC0415
+
     runtime = Runtime.open(settings_from_context(ctx, **overrides))
     runtime.db.check_connection()
     state = runtime.db.migration_state()
@@ -65,7 +87,7 @@ def open_runtime(ctx: click.Context, *, migrate: bool = False, **overrides: Any)
     return runtime
 
 
-Wiring = Callable[[Runtime], None]
+Wiring = Callable[["Runtime"], None]
 
 
 def wiring(ctx: click.Context) -> Wiring:

@@ -203,17 +203,21 @@ def tokens_create(
 @click.option("--active", "only_active", is_flag=True, help="Only tokens that work now (not revoked or expired).")
 # Revoked tokens used to be hidden unless --all was given; they are listed by default now (docs/security.md).
 @click.option("--all", "_all", is_flag=True, hidden=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the shape of GET /.api/tokens?user=USERNAME).")
 @click.pass_context
 @handle_errors
-def tokens_list(ctx: click.Context, username: str, only_active: bool, _all: bool) -> None:
+def tokens_list(ctx: click.Context, username: str, only_active: bool, _all: bool, as_json: bool) -> None:
     """List USERNAME's tokens with their state: active, expired or revoked (never the secrets)."""
     runtime = open_runtime(ctx)
     user = runtime.get(AccountService).get_by_username(username)
     now = utcnow()
-    for t in runtime.get(TokenService).list(INTERNAL, user.id, include_revoked=not only_active):
+    listed = runtime.get(TokenService).list(INTERNAL, user.id, include_revoked=not only_active)
+    shown = [t for t in listed if not only_active or t.state(now) == "active"]
+    if as_json:
+        click.echo(json.dumps({"tokens": [t.as_json() for t in shown]}, indent=2))
+        return
+    for t in shown:
         state = t.state(now)
-        if only_active and state != "active":
-            continue
         expires = t.expires_at.date().isoformat() if t.expires_at else "never"
         used = t.last_used_at.isoformat(timespec="minutes") if t.last_used_at else "never"
         click.echo(f"{t.id:>6}  {state:<8} {' '.join(t.scopes):<26} expires {expires:<10} used {used:<16} {t.note}")
@@ -236,12 +240,17 @@ def roles() -> None:
 
 
 @roles.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the shape of GET /.api/roles).")
 @click.pass_context
 @handle_errors
-def roles_list(ctx: click.Context) -> None:
+def roles_list(ctx: click.Context, as_json: bool) -> None:
     """List roles with their permissions and members."""
     service = open_runtime(ctx).get(RoleService)
-    for role in service.list_roles(INTERNAL):
+    found = service.list_roles(INTERNAL)
+    if as_json:
+        click.echo(json.dumps({"roles": [role.as_json() for role in found]}, indent=2))
+        return
+    for role in found:
         members = "" if role.system else f"  members: {', '.join(service.users_with_role(INTERNAL, role.name))}"
         kind = "system" if role.system else "custom"
         click.echo(f"{role.name} ({kind}): {', '.join(role.permissions) or '(no permissions)'}{members}")

@@ -8,13 +8,14 @@ job runners of `codewell serve` or `codewell worker`).
 
 from __future__ import annotations
 
+import json
 import time
 
 import click
 
 from codewell.accounts.service import AccountService
 from codewell.agents.jobs import DeepSearchJobs
-from codewell.agents.render import render_conversation, render_link, render_list
+from codewell.agents.render import conversation_json, render_conversation, render_link, render_list
 from codewell.agents.service import AgentService
 from codewell.clikit import handle_errors, open_runtime
 from codewell.core.actors import INTERNAL, Actor
@@ -64,12 +65,17 @@ def ask(
 @deepsearch.command("list")
 @click.option("--user", "username", metavar="NAME", required=True, help="Whose conversations.")
 @click.option("--limit", type=click.IntRange(1, 500), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the shape of GET /.api/deepsearch).")
 @click.pass_context
 @handle_errors
-def list_conversations(ctx: click.Context, username: str, limit: int) -> None:
+def list_conversations(ctx: click.Context, username: str, limit: int, as_json: bool) -> None:
     """List a user's conversations (status, updated, read token, title)."""
     runtime = open_runtime(ctx)
-    click.echo(render_list(runtime.get(AgentService).list(_actor(runtime, username), limit)), nl=False)
+    views = runtime.get(AgentService).list(_actor(runtime, username), limit)
+    if as_json:
+        click.echo(json.dumps({"conversations": [conversation_json(v, with_text=False) for v in views]}, indent=2))
+        return
+    click.echo(render_list(views), nl=False)
 
 
 @deepsearch.command("show")

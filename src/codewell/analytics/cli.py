@@ -91,13 +91,20 @@ def tokens_create(ctx: click.Context, username: str, display_name: str, expires_
 
 @tokens.command("list")
 @click.option("--user", "username", default=None, help="Only this user's tokens.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print JSON (the shape of GET /analytics/api/service-access-tokens)."
+)
 @click.pass_context
 @handle_errors
-def tokens_list(ctx: click.Context, username: str | None) -> None:
+def tokens_list(ctx: click.Context, username: str | None, as_json: bool) -> None:
     """List live analytics tokens (metadata only)."""
     runtime = open_runtime(ctx)
     user_id = runtime.get(AccountService).get_by_username(username).id if username else None
-    for t in runtime.get(AnalyticsTokenService).list_tokens(INTERNAL, user_id):
+    found = runtime.get(AnalyticsTokenService).list_tokens(INTERNAL, user_id)
+    if as_json:
+        click.echo(json.dumps({"tokens": [t.as_json() for t in found]}, indent=2))
+        return
+    for t in found:
         expires = t.expires_at.isoformat() if t.expires_at else "never"
         click.echo(
             f"{t.id}\tuser {t.user_id}\t{t.display_name}\texpires {expires}{' (expired)' if t.is_expired else ''}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -49,19 +50,48 @@ def upload(ctx: click.Context, file: Path, repo: str, commit: str) -> None:
 @codeintel.command("list")
 @click.argument("repo", required=False)
 @click.option("--repo", "repo_option", help="Repository name (or give it as the argument).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: the uploads and the auto-indexing failures.")
 @click.pass_context
 @handle_errors
-def list_uploads(ctx: click.Context, repo: str | None, repo_option: str | None) -> None:
+def list_uploads(ctx: click.Context, repo: str | None, repo_option: str | None, as_json: bool) -> None:
     """The SCIP uploads of REPO, newest first (uploaded or auto-indexed), and its failed auto-indexing jobs."""
     name = repo_option or repo
     if not name:
         fail("a repository is required", hint="codewell codeintel list --repo github.com/acme/app")
         return
     runtime = open_runtime(ctx)
-    for info in runtime.get(PreciseService).uploads(INTERNAL, name):
+    uploads = runtime.get(PreciseService).uploads(INTERNAL, name)
+    failures = runtime.get(AutoIndexService).failures(INTERNAL, name)
+    if as_json:
+        # No REST route lists uploads: the fields by the API's naming (camelCase, ISO times).
+        body = {
+            "uploads": [
+                {
+                    "commit": u.commit,
+                    "tool": u.tool,
+                    "uploadedAt": u.uploaded_at.isoformat(),
+                    "documents": u.documents,
+                    "source": u.source,
+                }
+                for u in uploads
+            ],
+            "autoIndexFailures": [
+                {
+                    "commit": f.commit,
+                    "indexers": f.indexers,
+                    "exitCode": f.exit_code,
+                    "reason": f.reason,
+                    "stderrTail": f.stderr_tail,
+                    "failedAt": f.failed_at.isoformat(),
+                }
+                for f in failures
+            ],
+        }
+        click.echo(json.dumps(body, indent=2))
+        return
+    for info in uploads:
         how = "auto-indexed" if info.source == AUTO else "uploaded"
         click.echo(f"{info.commit}  {info.uploaded_at:%Y-%m-%d %H:%M}  {how}  {info.documents} documents  {info.tool}")
-    failures = runtime.get(AutoIndexService).failures(INTERNAL, name)
     if failures:
         click.echo("auto-indexing failures (the last one of each commit):")
     for failure in failures:

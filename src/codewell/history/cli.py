@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
 from codewell.clikit import handle_errors, open_runtime
 from codewell.core.actors import INTERNAL
+from codewell.history import render
 from codewell.history.service import HistoryService
 from codewell.repos.service import RepoService
 
@@ -38,6 +41,7 @@ def reindex(ctx: click.Context, names: tuple[str, ...]) -> None:
 @click.option("--after", help="YYYY-MM-DD, ISO timestamp or `2 weeks ago`.")
 @click.option("--before", help="YYYY-MM-DD, ISO timestamp or `2 weeks ago`.")
 @click.option("--count", type=int, default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the shape of GET /.api/history/commits).")
 @click.pass_context
 @handle_errors
 def search(
@@ -48,6 +52,7 @@ def search(
     after: str | None,
     before: str | None,
     count: int,
+    as_json: bool,
 ) -> None:
     """Search commits (as the internal actor: every repository)."""
     runtime = open_runtime(ctx)
@@ -60,6 +65,18 @@ def search(
         before=before,
         count=count,
     )
+    if as_json:
+        # The REST route's arguments by their API names, for the answer's `query` field.
+        args: dict[str, list[str] | str | None] = {
+            "repos": list(repos),
+            "messageTerms": list(messages),
+            "authors": list(authors),
+            "after": after,
+            "before": before,
+        }
+        query = render.query_text(args, render.COMMIT_QUERY)
+        click.echo(json.dumps(render.commits_json(result, runtime.external_url, query), indent=2))
+        return
     for name in result.unknown_repos:
         suggestion = result.suggestions.get(name)
         click.echo(f"not found: {name}" + (f" (did you mean {suggestion}?)" if suggestion else ""), err=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import threading
 from dataclasses import asdict
 from datetime import datetime
@@ -15,10 +16,9 @@ from types import FrameType
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
-from codewell.clikit import handle_errors, open_runtime
+from codewell.clikit import handle_errors, open_runtime, table_console
 from codewell.core.actors import INTERNAL
 from codewell.core.processes import stop_pools
 from codewell.jobs.models import STATES
@@ -39,6 +39,11 @@ def _progress(job: Job) -> str:
     if job.progress_total:
         return f"{job.progress_done}/{job.progress_total} {job.progress_message}".strip()
     return job.progress_message or ("-" if job.progress_done == 0 else str(job.progress_done))
+
+
+def _cut(error: str) -> str:
+    """An error as the table shows it: its first 80 characters on a terminal, whole when piped (scripts, grep)."""
+    return error[:80] if sys.stdout.isatty() else error
 
 
 def _json_default(value: object) -> str:
@@ -76,13 +81,13 @@ def list_(
             job.cause,
             _when(job.created_at),
             _progress(job),
-            (job.last_error or "")[:80],
+            _cut(job.last_error or ""),
         )
-    Console().print(table)
+    table_console().print(table)
 
 
 @jobs.command("stats")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON array of every kind's counts.")
 @click.pass_context
 @handle_errors
 def stats(ctx: click.Context, as_json: bool) -> None:
@@ -95,7 +100,7 @@ def stats(ctx: click.Context, as_json: bool) -> None:
     for s in found:
         waited = f"{s.oldest_queued_seconds:.0f} s" if s.oldest_queued_seconds is not None else "-"
         table.add_row(s.kind, str(s.queued), str(s.running), str(s.failed), waited)
-    Console().print(table)
+    table_console().print(table)
 
 
 @jobs.command("show")
@@ -131,12 +136,18 @@ def retry(ctx: click.Context, job_id: int) -> None:
 
 
 @jobs.command("workers")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @click.pass_context
 @handle_errors
-def workers(ctx: click.Context) -> None:
+def workers(ctx: click.Context, as_json: bool) -> None:
     """Processes that run jobs, with their last heartbeat."""
+    found = open_runtime(ctx).get(JobService).workers(INTERNAL)
+    if as_json:
+        for worker_ in found:
+            click.echo(json.dumps(asdict(worker_), default=_json_default))
+        return
     table = Table("owner", "role", "kinds", "threads", "started (UTC)", "heartbeat (UTC)", "alive")
-    for w in open_runtime(ctx).get(JobService).workers(INTERNAL):
+    for w in found:
         table.add_row(
             w.owner,
             w.role,
@@ -146,7 +157,7 @@ def workers(ctx: click.Context) -> None:
             _when(w.heartbeat_at),
             "yes" if w.alive else "no",
         )
-    Console().print(table)
+    table_console().print(table)
 
 
 @click.command("worker")

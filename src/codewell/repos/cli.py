@@ -1,22 +1,25 @@
 """`codewell repos ...`: register, list, inspect, remove and sync repositories (thin over RepoService).
 
-The CLI acts as the service itself (INTERNAL): whoever can run it can read the data dir anyway.
+The CLI acts as the service itself (INTERNAL): whoever can run it can read the data dir anyway. The services are
+imported when a command runs, not by its `--help` (docs/architecture.md, "lazy commands").
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from codewell.clikit import fail, handle_errors, open_runtime
+from codewell.clikit import echo_json, fail, handle_errors, open_runtime, table_console
 from codewell.core.actors import INTERNAL
-from codewell.jobs.service import JobService
-from codewell.repos.service import RepoService, SyncOutcome, repo_resource
+
+if TYPE_CHECKING:
+    from codewell.repos.service import RepoService, SyncOutcome
 
 
 @click.group("repos")
@@ -82,6 +85,8 @@ def add(
     sync: bool,
 ) -> None:
     """Register a repository by clone URL (https, ssh, file) or local path, and clone it."""
+    from codewell.repos.service import RepoService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     service = open_runtime(ctx).get(RepoService)
     repo = service.add_repo(
         INTERNAL, url, name=name, private=private, branches=branches, credentials_env=credentials_env
@@ -94,11 +99,18 @@ def add(
 @repos.command("list")
 @click.option("--query", default="", help="Substring of names.")
 @click.option("--limit", default=1000, show_default=True, type=int)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the shape of GET /.api/repos).")
 @click.pass_context
 @handle_errors
-def list_(ctx: click.Context, query: str, limit: int) -> None:
+def list_(ctx: click.Context, query: str, limit: int, as_json: bool) -> None:
     """List repository names."""
+    from codewell.repos.render import repo_json  # noqa: PLC0415 - lazy command
+    from codewell.repos.service import RepoService  # noqa: PLC0415 - lazy command
+
     page = open_runtime(ctx).get(RepoService).list_repos(INTERNAL, query, limit)
+    if as_json:
+        echo_json({"repos": [repo_json(r) for r in page.repos], "hasMoreResults": page.has_more})
+        return
     for repo in page.repos:
         click.echo(repo.name)
     if page.has_more:
@@ -113,6 +125,9 @@ def list_(ctx: click.Context, query: str, limit: int) -> None:
 def status(ctx: click.Context, name: str | None, as_json: bool) -> None:
     """Sync state, last fetch, size, every stage's latest job (mirror, search, symbols, nls, history) and the last
     error of every repository (or of NAME)."""
+    from codewell.jobs.service import JobService  # noqa: PLC0415 - lazy command
+    from codewell.repos.service import RepoService, repo_resource  # noqa: PLC0415 - lazy command
+
     runtime = open_runtime(ctx)
     service = runtime.get(RepoService)
     repos_ = [service.get(INTERNAL, name)] if name else service.all_repos(INTERNAL)
@@ -151,7 +166,7 @@ def status(ctx: click.Context, name: str | None, as_json: bool) -> None:
             *(done.get(stage, "-") for stage in stage_names),
             repo.last_error or "",
         )
-    Console().print(table)
+    table_console().print(table)
     for error in service.source_errors:
         click.echo(f"source error: {error}", err=True)
 
@@ -162,6 +177,8 @@ def status(ctx: click.Context, name: str | None, as_json: bool) -> None:
 @handle_errors
 def remove(ctx: click.Context, name: str) -> None:
     """Unregister NAME and delete its mirror and index."""
+    from codewell.repos.service import RepoService  # noqa: PLC0415 - lazy command
+
     open_runtime(ctx).get(RepoService).remove_repo(INTERNAL, name)
     click.echo(f"removed {name}")
 
@@ -172,6 +189,8 @@ def remove(ctx: click.Context, name: str) -> None:
 @handle_errors
 def sync_(ctx: click.Context, name: str | None) -> None:
     """Reconcile the site config, then clone or fetch NAME (default: every repository) now."""
+    from codewell.repos.service import RepoService  # noqa: PLC0415 - lazy command
+
     service = open_runtime(ctx).get(RepoService)
     report = service.reconcile()
     for error in report.errors:

@@ -1,22 +1,26 @@
 """`codewell index [REPO]` (build shards with progress) and `codewell search QUERY` (thin over SearchService).
 
-The CLI acts as the service itself (INTERNAL): whoever can run it can read the data dir anyway.
+The CLI acts as the service itself (INTERNAL): whoever can run it can read the data dir anyway. The services are
+imported when a command runs, not by its `--help` (docs/architecture.md, "lazy commands").
 """
 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from codewell.clikit import fail, handle_errors, open_runtime
+from codewell.clikit import echo_json, fail, handle_errors, open_runtime, table_console
 from codewell.core.actors import INTERNAL
-from codewell.repos.service import Repo, RepoService
-from codewell.search.render import read_cursor, render_results
-from codewell.search.service import INDEX_BATCH_REPOS, SearchService
+
+if TYPE_CHECKING:
+    from codewell.repos.service import Repo
+    from codewell.search.results import IndexStatus
+    from codewell.search.service import SearchService
 
 # Repositories at least this big get their own shard and progress bar; smaller ones are indexed together.
 BIG_REPO_BYTES = 64 << 20
@@ -27,15 +31,23 @@ BIG_REPO_BYTES = 64 << 20
 @click.option("--force", is_flag=True, help="Rebuild even when the index is current.")
 @click.option("--workers", type=int, default=os.cpu_count() or 1, show_default=True, help="Indexing processes.")
 @click.option("--status", "show_status", is_flag=True, help="Only show the index status.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="With --status: print JSON (the shape of GET /.api/search/status)."
+)
 @click.pass_context
 @handle_errors
-def index(ctx: click.Context, repo: str | None, force: bool, workers: int, show_status: bool) -> None:
+def index(ctx: click.Context, repo: str | None, force: bool, workers: int, show_status: bool, as_json: bool) -> None:
     """Index REPO (or every repository) at its default and extra branches."""
+    from codewell.repos.service import RepoService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+    from codewell.search.service import SearchService  # noqa: PLC0415 - lazy command
+
     runtime = open_runtime(ctx)
     service = runtime.get(SearchService)
     if show_status:
-        _print_status(service, repo)
+        _print_status(service, repo, as_json=as_json)
         return
+    if as_json:
+        fail("--json goes with --status", "codewell index --status --json")
     repos = runtime.get(RepoService)
     targets = [repos.get(INTERNAL, repo)] if repo else repos.readable(INTERNAL)
     failed = 0
@@ -81,6 +93,8 @@ def index(ctx: click.Context, repo: str | None, force: bool, workers: int, show_
 
 def _index_small(service: SearchService, repos: list[Repo], *, workers: int, force: bool) -> int:
     """Index `repos` INDEX_BATCH_REPOS to a shard, with one progress bar; returns how many failed."""
+    from codewell.search.service import INDEX_BATCH_REPOS  # noqa: PLC0415 - lazy command
+
     failed = 0
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=Console()
@@ -100,19 +114,32 @@ def _index_small(service: SearchService, repos: list[Repo], *, workers: int, for
 @click.argument("query")
 @click.option("--count", type=int, help="Matching lines to collect.")
 @click.option("--cursor", help="Continue a count: page that hit the output budget (the cursor it printed).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the shape of GET /.api/search): every match.")
 @click.pass_context
 @handle_errors
-def search(ctx: click.Context, query: str, count: int | None, cursor: str | None) -> None:
+def search(ctx: click.Context, query: str, count: int | None, cursor: str | None, as_json: bool) -> None:
     """Search the indexed repositories and print results like the keyword_search tool."""
+    from codewell.search.render import read_cursor, render_results  # noqa: PLC0415 - lazy command
+    from codewell.search.service import SearchService  # noqa: PLC0415 - lazy command
+
+    if as_json and cursor is not None:
+        fail("--cursor pages the text output; --json prints every match at once", "drop --cursor")
     skip = read_cursor(query, cursor) if cursor is not None else 0
     results = open_runtime(ctx).get(SearchService).search(INTERNAL, query, count=count)
-    click.echo(render_results(results, query, skip=skip).text)
+    if as_json:
+        echo_json(results.to_json())
+    else:
+        click.echo(render_results(results, query, skip=skip).text)
     click.echo(f"\n{results.match_count} matching lines in {results.duration_ms:.1f} ms", err=True)
 
 
-def _print_status(service: SearchService, repo: str | None) -> None:
+def _print_status(service: SearchService, repo: str | None, *, as_json: bool) -> None:
+    statuses = service.status(INTERNAL, repo)
+    if as_json:
+        echo_json({"repositories": [_status_json(s) for s in statuses]})
+        return
     table = Table("name", "state", "branches", "files", "content", "index", "indexed at (UTC)", "error")
-    for s in service.status(INTERNAL, repo):
+    for s in statuses:
         table.add_row(
             s.repo,
             s.state,
@@ -123,4 +150,19 @@ def _print_status(service: SearchService, repo: str | None) -> None:
             s.indexed_at.strftime("%Y-%m-%d %H:%M:%S") if s.indexed_at else "-",
             s.error or "",
         )
-    Console().print(table)
+    table_console().print(table)
+
+
+def _status_json(s: IndexStatus) -> dict[str, object]:
+    """One repository as GET /.api/search/status answers it. Search's adapters may not import each other (its
+    one-way contract), so this mirrors `routes.status_json`; tests/functional/test_cli_json.py keeps them equal."""
+    return {
+        "repository": s.repo,
+        "state": s.state,
+        "branches": s.branches,
+        "documents": s.documents,
+        "contentBytes": s.content_bytes,
+        "indexBytes": s.index_bytes,
+        "indexedAt": s.indexed_at.isoformat() if s.indexed_at else None,
+        "error": s.error,
+    }

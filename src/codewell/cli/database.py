@@ -1,0 +1,50 @@
+"""`codewell db`: apply and inspect the database schema's migrations."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from codewell.clikit import handle_errors, settings_from_context
+from codewell.db import Database
+from codewell.runtime import ensure_data_dir
+
+
+@click.group("db")
+def db() -> None:
+    """Database schema commands."""
+
+
+@db.command("upgrade")
+@click.pass_context
+@handle_errors
+def db_upgrade(ctx: click.Context) -> None:
+    """Apply pending migrations."""
+    settings = settings_from_context(ctx)
+    ensure_data_dir(settings.data_dir)
+    database = Database(settings.database_url)
+    database.check_connection()
+    before = database.migration_state()
+    database.upgrade()
+    after = database.migration_state()
+    if before.current == after.current:
+        click.echo("database schema is already current")
+    else:
+        click.echo(f"database schema upgraded to {', '.join(sorted(after.current))}")
+
+
+@db.command("status")
+@click.pass_context
+@handle_errors
+def db_status(ctx: click.Context) -> None:
+    """Show applied and pending migrations; exit 3 when migrations are pending."""
+    settings = settings_from_context(ctx)
+    database = Database(settings.database_url)
+    database.check_connection()
+    state = database.migration_state()
+    click.echo(f"applied: {', '.join(sorted(state.current)) or '(none)'}")
+    click.echo(f"latest:  {', '.join(sorted(state.heads))}")
+    if state.pending:
+        click.echo("migrations are pending: run `codewell db upgrade`")
+        sys.exit(3)

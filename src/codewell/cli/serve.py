@@ -1,0 +1,119 @@
+"""`codewell serve`: the HTTP server and the background jobs of one process, stopped gracefully on a signal."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from types import FrameType
+
+import click
+import uvicorn
+from starlette.applications import Starlette
+
+from codewell import __version__
+from codewell.app import create_app
+from codewell.cli.bootstrap import run_bootstrap
+from codewell.clikit import handle_errors, open_runtime, settings_from_context
+from codewell.core.logging import configure_logging
+from codewell.core.processes import stop_pools
+from codewell.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+# Seconds uvicorn waits for open requests on SIGTERM before it cancels them (docs/architecture.md, "Stopping").
+REQUESTS_GRACE_SECONDS = 10
+
+
+@click.command("serve")
+@click.option("--host", help="Listen address [CODEWELL_HOST, default 127.0.0.1].")
+@click.option("--port", type=int, help="Listen port [CODEWELL_PORT, default 7080].")
+@click.option("--log-format", type=click.Choice(["text", "json"]), help="Log format [CODEWELL_LOG_FORMAT].")
+@click.option("--demo/--no-demo", default=False, help="Register demo repositories on first run.")
+@click.option(
+    "--migrate/--no-migrate",
+    default=True,
+    show_default=True,
+    help="Apply pending database migrations before serving.",
+)
+@click.option(
+    "--jobs/--no-jobs",
+    default=True,
+    show_default=True,
+    help="Run background jobs (syncs, indexing); --no-jobs makes a web replica beside `codewell worker` processes.",
+)
+@click.option(
+    "--job-threads",
+    type=click.IntRange(1, 64),
+    help="Threads running jobs in this process [default: 3 per core: jobs wait on git, disk and the database].",
+)
+@click.option(
+    "--job-processes",
+    type=click.IntRange(0, 64),
+    help="`codewell worker` child processes running the index builds beside this one [default: one per core].",
+)
+@click.pass_context
+@handle_errors
+def serve(
+    ctx: click.Context,
+    host: str | None,
+    port: int | None,
+    log_format: str | None,
+    demo: bool,
+    migrate: bool,
+    jobs: bool,
+    job_threads: int | None,
+    job_processes: int | None,
+) -> None:
+    """Initialise the data dir and database if needed, then serve HTTP (and run background jobs)."""
+    settings = settings_from_context(ctx, host=host, port=port, log_format=log_format)
+    configure_logging(settings.log_format, settings.log_level)
+    runtime = open_runtime(ctx, migrate=migrate, host=host, port=port, log_format=log_format)
+    runtime.run_jobs = jobs
+    if job_threads is not None:
+        runtime.job_threads = job_threads
+    if job_processes is not None:
+        runtime.job_processes = job_processes
+    for line in run_bootstrap(runtime, demo):
+        click.echo(line)
+    click.echo(f"codewell {__version__} serving on {runtime.external_url} (data: {settings.data_dir})")
+    app = create_app(runtime)
+    try:
+        _serve_http(app, settings.host, settings.port)
+    finally:
+        _shut_down(runtime)
+
+
+def _serve_http(app: Starlette, host: str, port: int) -> None:
+    """Serve until SIGTERM or SIGINT; uvicorn then stops gracefully (open requests, then the app's lifespan:
+    background loops and job runners)."""
+
+    def noted(_signum: int, _frame: FrameType | None) -> None:
+        """The signal uvicorn raises again after its graceful stop: already handled."""
+
+    # After its graceful stop uvicorn raises the signal again under the handlers it found. Python's defaults
+    # would end the process there and then, before `_shut_down` (process pools left running, re-parented to
+    # PID 1); a handler that only takes note lets the shutdown finish. A second signal while it runs gets the
+    # defaults back: SIGTERM ends the process at once, SIGINT raises KeyboardInterrupt.
+    in_main_thread = threading.current_thread() is threading.main_thread()  # signals are the main thread's
+    previous = {sig: signal.signal(sig, noted) for sig in (signal.SIGTERM, signal.SIGINT)} if in_main_thread else {}
+    try:
+        uvicorn.run(
+            app,
+            host=host,
+            port=port,
+            log_config=None,
+            timeout_graceful_shutdown=REQUESTS_GRACE_SECONDS,
+        )
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _shut_down(runtime: Runtime) -> None:
+    """Stop every process pool of this process (together), then close the services and the database."""
+    started = time.monotonic()
+    stop_pools()
+    runtime.close()
+    log.info("stopped", extra={"seconds": round(time.monotonic() - started, 3)})
