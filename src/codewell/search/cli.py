@@ -19,7 +19,6 @@ from codewell.core.actors import INTERNAL
 
 if TYPE_CHECKING:
     from codewell.repos.service import Repo
-    from codewell.search.results import IndexStatus
     from codewell.search.service import SearchService
 
 # Repositories at least this big get their own shard and progress bar; smaller ones are indexed together.
@@ -136,7 +135,9 @@ def search(ctx: click.Context, query: str, count: int | None, cursor: str | None
 def _print_status(service: SearchService, repo: str | None, *, as_json: bool) -> None:
     statuses = service.status(INTERNAL, repo)
     if as_json:
-        echo_json({"repositories": [_status_json(s) for s in statuses]})
+        from codewell.search.render import status_json  # noqa: PLC0415 - lazy command
+
+        echo_json({"repositories": [status_json(s) for s in statuses]})
         return
     table = Table("name", "state", "branches", "files", "content", "index", "indexed at (UTC)", "error")
     for s in statuses:
@@ -151,18 +152,3 @@ def _print_status(service: SearchService, repo: str | None, *, as_json: bool) ->
             s.error or "",
         )
     table_console().print(table)
-
-
-def _status_json(s: IndexStatus) -> dict[str, object]:
-    """One repository as GET /.api/search/status answers it. Search's adapters may not import each other (its
-    one-way contract), so this mirrors `routes.status_json`; tests/functional/test_cli_json.py keeps them equal."""
-    return {
-        "repository": s.repo,
-        "state": s.state,
-        "branches": s.branches,
-        "documents": s.documents,
-        "contentBytes": s.content_bytes,
-        "indexBytes": s.index_bytes,
-        "indexedAt": s.indexed_at.isoformat() if s.indexed_at else None,
-        "error": s.error,
-    }

@@ -13,7 +13,7 @@ import hashlib
 from dataclasses import dataclass
 
 from codewell.core.errors import InvalidInput
-from codewell.search.results import FileMatch, LineMatch, SearchResults
+from codewell.search.results import FileMatch, IndexStatus, LineMatch, SearchResults
 
 __all__ = [
     "CHUNKS_PER_FILE",
@@ -270,3 +270,17 @@ def _file_order(f: FileMatch, index: int, *, first_page: bool) -> tuple[list[Lin
     if not first_page:
         return order, "", 0
     return order, "\n\n".join(texts), len(chunk_matches)
+
+
+def status_json(s: IndexStatus) -> dict[str, object]:
+    """One repository's index status as GET /.api/search/status answers it (and `codewell index --status --json`)."""
+    return {
+        "repository": s.repo,
+        "state": s.state,
+        "branches": s.branches,
+        "documents": s.documents,
+        "contentBytes": s.content_bytes,
+        "indexBytes": s.index_bytes,
+        "indexedAt": s.indexed_at.isoformat() if s.indexed_at else None,
+        "error": s.error,
+    }

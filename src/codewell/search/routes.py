@@ -12,8 +12,7 @@ from codewell.analytics.events import FEATURE_SEARCH, track_usage
 from codewell.core.errors import InvalidInput
 from codewell.http.requests import actor_of, runtime_of
 from codewell.runtime import Runtime
-from codewell.search.render import render_results
-from codewell.search.results import IndexStatus
+from codewell.search.render import render_results, status_json
 from codewell.search.service import SearchService
 
 __all__ = ["routes"]
@@ -50,19 +49,6 @@ async def search(request: Request) -> JSONResponse:
         response, usage.language = await asyncio.to_thread(answer)
         usage.result_bytes = len(response.body)
     return response
-
-
-def status_json(s: IndexStatus) -> dict[str, object]:
-    return {
-        "repository": s.repo,
-        "state": s.state,
-        "branches": s.branches,
-        "documents": s.documents,
-        "contentBytes": s.content_bytes,
-        "indexBytes": s.index_bytes,
-        "indexedAt": s.indexed_at.isoformat() if s.indexed_at else None,
-        "error": s.error,
-    }
 
 
 async def index_status(request: Request) -> JSONResponse:
