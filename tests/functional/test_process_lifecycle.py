@@ -36,7 +36,7 @@ from codewell.repos.service import RepoService, repo_resource
 from codewell.runtime import Runtime
 from codewell.search.parallel import PARALLEL_MIN_BYTES
 from tests.factories import auth_headers, make_token, make_user
-from tests.functional.jobs.test_processes import CODEWELL, Deployment, alive, descendants
+from tests.functional.jobs.test_processes import CODEWELL, Deployment, alive, deployed, descendants
 from tests.gitfixtures import make_repo
 
 # What docs/architecture.md ("Stopping") promises for `codewell serve` after SIGTERM: 10 s for open requests, 15 s
@@ -212,20 +212,10 @@ def big_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def run(tmp_path: Path, settings: Settings) -> Iterator[Deployment]:
-    env = {
-        **os.environ,
-        "CODEWELL_DATA_DIR": str(settings.data_dir),
-        "CODEWELL_DATABASE_URL": settings.database_url,
-        "CODEWELL_LOG_LEVEL": "info",
-    }
-    found = Deployment(env, tmp_path)
     try:
-        yield found
+        with deployed(tmp_path, settings) as found:
+            yield found
     finally:
-        for process in found.processes.values():
-            if process.poll() is None:
-                process.kill()
-                process.wait(10)
         # Whatever a failed test left: not the next test's problem.
         for pid in processes_of(str(settings.data_dir)):
             with contextlib.suppress(OSError):

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -136,14 +137,23 @@ def deployment(tmp_path: Path, settings: Settings) -> Iterator[Deployment]:
     fake = bin_dir / "git"
     fake.write_text(f'#!/bin/sh\ncase "$1 $*" in clone*slow-*) sleep {SLOW_SECONDS};; esac\nexec {real_git} "$@"\n')
     fake.chmod(0o755)
-    env = {
-        **os.environ,
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "CODEWELL_DATA_DIR": str(settings.data_dir),
-        "CODEWELL_DATABASE_URL": settings.database_url,
-        "CODEWELL_LOG_LEVEL": "info",
-    }
-    found = Deployment(env, tmp_path)
+    with deployed(tmp_path, settings, PATH=f"{bin_dir}:{os.environ['PATH']}") as found:
+        yield found
+
+
+@contextmanager
+def deployed(tmp_path: Path, settings: Settings, **env: str) -> Iterator[Deployment]:
+    """A Deployment on `settings`' data dir and database (with `env` on top); its processes killed after."""
+    found = Deployment(
+        {
+            **os.environ,
+            "CODEWELL_DATA_DIR": str(settings.data_dir),
+            "CODEWELL_DATABASE_URL": settings.database_url,
+            "CODEWELL_LOG_LEVEL": "info",
+            **env,
+        },
+        tmp_path,
+    )
     try:
         yield found
     finally:
