@@ -64,6 +64,13 @@ _PRCTL = _libc_prctl()
 # its owner is shut down by its own finalizer).
 _POOLS: weakref.WeakSet[ProcessPoolExecutor] = weakref.WeakSet()
 _POOLS_LOCK = threading.Lock()
+# Set by `stop_pools` (the process is stopping): a job still running past its grace that asks for a new pool
+# (an index build makes its pool when it first needs one) gets an error, not processes the exit would wait for.
+_STOPPING = threading.Event()
+
+
+class PoolsStopped(RuntimeError):
+    """This process is stopping: it starts no more process pools."""
 
 
 def set_parent_death_signal(signum: int) -> bool:
@@ -103,11 +110,14 @@ def process_pool(workers: int) -> ProcessPoolExecutor:
     """A pool of `workers` spawned processes that end with this process (see the module's docstring).
 
     spawn, not fork: the parent holds threads, locks and database handles that a fork would copy half-way.
+    Raises PoolsStopped once `stop_pools` ran in this process.
     """
-    pool = ProcessPoolExecutor(
-        workers, mp_context=get_context("spawn"), initializer=end_with_parent, initargs=(os.getpid(),)
-    )
     with _POOLS_LOCK:
+        if _STOPPING.is_set():
+            raise PoolsStopped("this process is stopping: no new process pool")
+        pool = ProcessPoolExecutor(
+            workers, mp_context=get_context("spawn"), initializer=end_with_parent, initargs=(os.getpid(),)
+        )
         _POOLS.add(pool)
     return pool
 
@@ -143,8 +153,10 @@ def stop_pool(pool: ProcessPoolExecutor, grace_seconds: float = POOL_GRACE_SECON
 
 
 def stop_pools(grace_seconds: float = POOL_GRACE_SECONDS) -> None:
-    """Stop every pool `process_pool` made in this process and not stopped yet (on shutdown), together."""
+    """Stop every pool `process_pool` made in this process and not stopped yet (on shutdown), together; no
+    pool is made after it."""
     with _POOLS_LOCK:
+        _STOPPING.set()
         pools = list(_POOLS)
     stoppers = [
         threading.Thread(target=stop_pool, args=(pool, grace_seconds), name="pool-stop", daemon=True) for pool in pools
