@@ -18,7 +18,7 @@ from starlette.routing import BaseRoute
 from codewell.capabilities import wire
 from codewell.core.errors import CodewellError
 from codewell.http import ops
-from codewell.http.errors import codewell_error_handler, unhandled_error_handler
+from codewell.http.errors import codewell_error_handler, os_error_handler, unhandled_error_handler
 from codewell.http.middleware import RequestContextMiddleware
 from codewell.runtime import Runtime
 
@@ -74,7 +74,11 @@ def create_app(runtime: Runtime, *, background: bool = True) -> Starlette:
     app = Starlette(
         routes=capability_routes(runtime),
         middleware=[Middleware(RequestContextMiddleware), *capability_middleware(runtime)],
-        exception_handlers={CodewellError: codewell_error_handler, Exception: unhandled_error_handler},
+        exception_handlers={
+            CodewellError: codewell_error_handler,
+            OSError: os_error_handler,
+            Exception: unhandled_error_handler,
+        },
         lifespan=lifespan,
     )
     app.state.runtime = runtime

@@ -116,6 +116,10 @@ class JobKind:
     # to `batch` due jobs of the kind and hands them all to `run_batch` (`run` still serves a lone job).
     batch: int = 1
     run_batch: BatchHandler | None = None
+    # Works on what a searcher replica holds (search shards, nls indexes, symbol tables): in a cluster
+    # (CODEWELL_SEARCHERS=database) a repository's job runs on the replica that owns the repository
+    # (jobs/placement.py), and a periodic one runs once on every replica, over what that replica holds.
+    placed: bool = False
     # Who enqueues it besides its events (docs/architecture.md's table): "a push webhook, `codewell repos sync`".
     enqueued_by: str = ""
 

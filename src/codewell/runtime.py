@@ -78,7 +78,11 @@ class Runtime:
         """Open the data dir, site config and database; raise ConfigError/Unavailable with a clear message."""
         ensure_data_dir(settings.data_dir)
         store = SiteConfigStore.open(settings.site_config_path, create=create_config)
-        return cls(settings=settings, db=Database(settings.database_url), site_config=store)
+        return cls(
+            settings=settings,
+            db=Database(settings.database_url, busy_timeout=settings.db_busy_timeout),
+            site_config=store,
+        )
 
     @property
     def config(self) -> SiteConfig:
@@ -117,7 +121,9 @@ class Runtime:
 
     def secret_key(self) -> bytes:
         """A per-instance secret (cookie signing, encryption at rest), generated on first use."""
-        key_file = self.path("secret.key")
+        # Shared by every process of a deployment: a session signed by one web replica is read by another.
+        key_file = self.settings.shared_dir / "secret.key"
+        key_file.parent.mkdir(parents=True, exist_ok=True)
         with self._lock:
             if not key_file.exists():
                 tmp = key_file.with_suffix(".tmp")

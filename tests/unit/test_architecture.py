@@ -29,7 +29,8 @@ PUBLIC_API: dict[str, frozenset[str]] = {
     # history.wire maps the MCP tools' argument names to service calls; the agents' toolbox asks the same way.
     "history": frozenset({"service", "wire"}),
     # jobs.runner drains one resource's jobs in the caller's thread (sync_repo, `codewell repos add`).
-    "jobs": frozenset({"service", "runner"}),
+    # jobs.placement is the cluster's rendezvous hashing (who owns a repository), shared by search's fan-out.
+    "jobs": frozenset({"service", "runner", "placement"}),
     "licensing": frozenset({"service"}),
     "mcp": frozenset(),
     "nls": frozenset({"service"}),
@@ -37,7 +38,8 @@ PUBLIC_API: dict[str, frozenset[str]] = {
     # repos.git is plain git plumbing (refs, revisions) that history's prefilter shares.
     "repos": frozenset({"service", "git"}),
     # The query language is part of search's contract (the evaluator parses queries before searching).
-    "search": frozenset({"service", "query.parser"}),
+    # search.cluster and search.wire: the fan-out to searcher replicas and its formats, which nls's shares.
+    "search": frozenset({"service", "query.parser", "cluster", "wire"}),
     "agents": frozenset({"service"}),
     "web": frozenset(),
 }

@@ -1,4 +1,11 @@
-"""The security audit log: an append-only table plus one structured log line per entry."""
+"""The security audit log: an append-only table plus one structured log line per entry.
+
+An entry is never lost silently. When it cannot be written (a storage fault: the write lock held past the
+busy timeout, a read-only or full disk) `record` raises `StorageUnavailable`, so the request that needed the
+entry answers 503 and does not go ahead unaudited (a sign-in hands out no session), and the entry's log line says
+that it is missing from the table. Callers record before they act where they can; docs/security.md, "Storage
+faults".
+"""
 
 from __future__ import annotations
 
@@ -13,7 +20,7 @@ from sqlalchemy import select
 from codewell.accounts.models import AuditEntryRow
 from codewell.authz import Action, ensure
 from codewell.core.actors import Actor
-from codewell.core.errors import InvalidInput
+from codewell.core.errors import InvalidInput, StorageUnavailable
 from codewell.db.base import utcnow
 
 if TYPE_CHECKING:
@@ -81,7 +88,8 @@ class AuditService:
         user_agent: str = "",
         details: dict[str, Any] | None = None,
     ) -> None:
-        """Append one entry and log it; never raises (a failed audit write is logged as an error)."""
+        """Append one entry and log it. Raises StorageUnavailable when the entry cannot be written (after
+        logging it as an error, with the entry's fields): the caller must not go ahead unaudited."""
         clean = _scrub(details)
         row = AuditEntryRow(
             created_at=utcnow(),
@@ -104,8 +112,17 @@ class AuditService:
         try:
             with self.runtime.db.session() as session:
                 session.add(row)
-        except Exception:  # audit must not break the request that caused it
-            log.exception("could not write audit entry %s %s", entity, action)
+        except Exception as exc:
+            # One line per lost entry, not rate-limited: each names an event that is in no table. Then the
+            # error goes up: a storage fault answers 503, anything else is a bug and answers 500.
+            log.error(
+                "audit entry %s %s NOT written to the database: %s",
+                entity,
+                action,
+                exc.cause if isinstance(exc, StorageUnavailable) else type(exc).__name__,
+                extra={"audit": {"entity": entity, "action": action, "actor": row.actor_username, "ip": ip, **clean}},
+            )
+            raise
 
     def list(
         self,

@@ -10,6 +10,7 @@ import hashlib
 import re
 import secrets
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -22,8 +23,9 @@ from codewell.accounts.models import AccessTokenRow, UserRow
 from codewell.accounts.service import AccountService
 from codewell.authz import Action, UserRef, allowed, ensure
 from codewell.core.actors import Actor
-from codewell.core.errors import InvalidInput, NotFound, PermissionDenied
+from codewell.core.errors import InvalidInput, NotFound, PermissionDenied, StorageUnavailable
 from codewell.db.base import utcnow
+from codewell.db.database import BEST_EFFORT_LOCK_TIMEOUT
 
 if TYPE_CHECKING:
     from codewell.runtime import Runtime
@@ -40,6 +42,9 @@ SCOPES: dict[str, str] = {
 }
 # Writing last_used_at on every request would turn reads into writes; once a minute is precise enough.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+# After a failed last_used_at write (a storage fault), this process stops trying for this long: the write is
+# bookkeeping, and each attempt would cost the request that makes it the short lock wait again.
+TOUCH_BACKOFF = 30.0
 MAX_NOTE = 255
 # Built once: authentication runs on every request, and constructing the statement costs more than running it.
 _OWNER_QUERY = (
@@ -134,6 +139,7 @@ class TokenService:
         self.audit = runtime.get(AuditService)
         self._touch_lock = threading.Lock()
         self._touching: set[int] = set()
+        self._touch_paused_until = 0.0
 
     @classmethod
     def create(cls, *args: Any, **kwargs: Any) -> Any:
@@ -221,14 +227,23 @@ class TokenService:
         return TokenOwner(actor=actor, token_id=token_id)
 
     def _touch(self, token_id: int, now: datetime) -> None:
-        """Record a use; concurrent requests of the same token in this process write it once, not each."""
+        """Record a use; concurrent requests of the same token in this process write it once, not each.
+
+        Best effort: the request being authenticated may be a read, which must not fail, nor wait the busy
+        timeout, because this bookkeeping write cannot be made. It waits at most BEST_EFFORT_LOCK_TIMEOUT for
+        the write lock; on a storage fault the use goes unrecorded (the database layer logs the fault once)
+        and this process pauses its touches for TOUCH_BACKOFF seconds.
+        """
         with self._touch_lock:
-            if token_id in self._touching:
+            if token_id in self._touching or time.monotonic() < self._touch_paused_until:
                 return
             self._touching.add(token_id)
         try:
-            with self.runtime.db.engine.begin() as connection:
-                connection.execute(_TOUCH, {"token_id": token_id, "now": now})
+            with self.runtime.db.session(lock_timeout=BEST_EFFORT_LOCK_TIMEOUT) as session:
+                session.execute(_TOUCH, {"token_id": token_id, "now": now})
+        except StorageUnavailable:
+            with self._touch_lock:
+                self._touch_paused_until = time.monotonic() + TOUCH_BACKOFF
         finally:
             with self._touch_lock:
                 self._touching.discard(token_id)

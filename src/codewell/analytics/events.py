@@ -7,6 +7,10 @@ Each batch also updates the daily rollup (`codewell.analytics.rollup`) in the sa
 reports and the raw events never disagree. What is buffered is written on shutdown: `Runtime.close()`
 closes the recorder, and `codewell serve` flushes when its background loops stop (`analytics.setup`).
 
+Under a storage fault (a write lock held by another process, a read-only or full disk) the events stay in the
+buffer and the next flush retries; a flush waits at most FLUSH_LOCK_TIMEOUT for the write lock (so that a
+shutdown never waits the busy timeout for it), and the failure is logged once a minute, not once a second.
+
 Other capabilities record a use in one line (issue #9):
 
     record_feature(runtime, actor, FEATURE_SEARCH, client="web", language=top_language)
@@ -39,7 +43,8 @@ from codewell.analytics.rollup import (
     apply_rollup,
 )
 from codewell.core.actors import Actor
-from codewell.core.errors import CodewellError
+from codewell.core.errors import CodewellError, StorageUnavailable
+from codewell.core.storage import LogOnce
 from codewell.db.base import utcnow
 
 if TYPE_CHECKING:
@@ -64,6 +69,8 @@ __all__ = [
 BATCH_SIZE = 200
 FLUSH_INTERVAL = 1.0
 MAX_BUFFERED = 50_000
+FLUSH_LOCK_TIMEOUT = 2.0
+_log_once = LogOnce()
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,12 +152,20 @@ class UsageRecorder:
             for e in batch
         ]
         try:
-            with self._runtime.db.session() as session:
+            with self._runtime.db.session(lock_timeout=FLUSH_LOCK_TIMEOUT) as session:
                 session.execute(insert(UsageEventRow), rows)
                 apply_rollup(session, aggregate(batch))
-        except Exception:
+        except Exception as exc:
             # Keep the events for the next attempt (bounded by MAX_BUFFERED); analytics must never break callers.
-            log.warning("could not write %d usage events; will retry", len(batch), exc_info=True)
+            # One line a minute per cause: the writer retries every second for as long as an outage lasts.
+            cause = exc.cause if isinstance(exc, StorageUnavailable) else type(exc).__name__
+            _log_once(
+                f"usage events: {cause}",
+                f"could not write {len(batch)} usage events ({exc}); kept for retry, {self.dropped} dropped so far",
+                level=logging.WARNING,
+                logger=log,
+                exc_info=None if isinstance(exc, StorageUnavailable) else exc,  # a bug's traceback, not an outage's
+            )
             with self._lock:
                 self._buffer.extendleft(reversed(batch))
                 while len(self._buffer) > MAX_BUFFERED:

@@ -17,7 +17,7 @@ from codewell.accounts.credentials import SessionInfo
 from codewell.accounts.tokens import TOKEN_PREFIX
 from codewell.auth.service import AuthService, ClientInfo
 from codewell.core.actors import ANONYMOUS, Actor
-from codewell.core.errors import CodewellError, InvalidInput, PermissionDenied, Unauthenticated
+from codewell.core.errors import CodewellError, InvalidInput, PermissionDenied, Unauthenticated, Unavailable
 from codewell.http import ops
 from codewell.http.errors import error_body
 from codewell.http.sessions import CSRF_HEADER, SESSION_COOKIE, same
@@ -82,7 +82,9 @@ def is_api_path(path: str) -> bool:
 
 
 def _error_response(path: str, error: CodewellError, challenge: str | None = None) -> Response:
-    headers = {"WWW-Authenticate": challenge} if challenge and error.http_status == 401 else None
+    headers = {"WWW-Authenticate": challenge} if challenge and error.http_status == 401 else {}
+    if isinstance(error, Unavailable) and error.retry_after:
+        headers["Retry-After"] = str(error.retry_after)
     if is_api_path(path):
         return JSONResponse(error_body(error), status_code=error.http_status, headers=headers)
     return PlainTextResponse(error.message, status_code=error.http_status, headers=headers)

@@ -23,7 +23,7 @@ def db_upgrade(ctx: click.Context) -> None:
     """Apply pending migrations."""
     settings = settings_from_context(ctx)
     ensure_data_dir(settings.data_dir)
-    database = Database(settings.database_url)
+    database = Database(settings.database_url, busy_timeout=settings.db_busy_timeout)
     database.check_connection()
     before = database.migration_state()
     database.upgrade()
@@ -40,7 +40,7 @@ def db_upgrade(ctx: click.Context) -> None:
 def db_status(ctx: click.Context) -> None:
     """Show applied and pending migrations; exit 3 when migrations are pending."""
     settings = settings_from_context(ctx)
-    database = Database(settings.database_url)
+    database = Database(settings.database_url, busy_timeout=settings.db_busy_timeout)
     database.check_connection()
     state = database.migration_state()
     click.echo(f"applied: {', '.join(sorted(state.current)) or '(none)'}")

@@ -1,5 +1,5 @@
 """The command-line composition root: the `codewell` entry point, the foundation's commands (serve, db,
-config) and every capability's commands.
+config, and `searcher`, the cluster's searcher replica) and every capability's commands.
 
 Every command is imported only when it runs (`codewell.cli.lazy`): `codewell --help` imports click and the
 settings, nothing of the web app or the capabilities. `COMMANDS` says where each command lives and its one-line
@@ -36,6 +36,10 @@ COMMANDS: dict[str, LazyCommand] = {
     "worker": LazyCommand(
         "codewell.jobs.cli:worker",
         "Run background jobs until SIGTERM or SIGINT (any number of workers may share one database).",
+    ),
+    "searcher": LazyCommand(
+        "codewell.cli.searcher:searcher",
+        "Run a searcher replica: hold, build and search its share of the repositories (CODEWELL_SEARCHERS=database).",
     ),
     "users": LazyCommand(
         "codewell.accounts.cli:users",

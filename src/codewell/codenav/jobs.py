@@ -66,6 +66,8 @@ JOB_KINDS: list[JobKind] = [
         lock=LOCK,
         stage="symbols",
         isolated=True,
+        # Built from the search shard the owner replica holds; written to the shared volume.
+        placed=True,
     ),
     JobKind(
         "codenav.autoindex",

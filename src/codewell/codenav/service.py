@@ -182,7 +182,9 @@ class CodeNavService:
 
     @classmethod
     def create(cls, runtime: Runtime) -> Self:
-        return cls(runtime, runtime.settings.data_dir / "codenav")
+        # Symbol tables are immutable per revision and read by key, like mirrors: on the shared volume, the
+        # searcher that indexes a repository writes them and every web replica navigates with them.
+        return cls(runtime, runtime.settings.shared_dir / "codenav")
 
     @property
     def repos(self) -> RepoService:

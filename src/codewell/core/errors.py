@@ -65,6 +65,26 @@ class Unavailable(CodewellError):
 
     code = "unavailable"
     http_status = 503
+    # Seconds after which a retry may work, sent as `Retry-After`; None when nobody can say.
+    retry_after: int | None = None
+
+
+class StorageUnavailable(Unavailable):
+    """The database or the data directory cannot be written (or read) now: a write lock held past the busy
+    timeout, a read-only or immutable file system, a full disk, an I/O error. The fault is outside codewell and
+    usually clears by itself or by an operator's hand, so the caller is told to retry (503 + Retry-After).
+
+    `cause` is a short, stable phrase ("database locked", "data directory full") that names the fault in the
+    log (logged once per cause and interval, not once per request) and in /readyz.
+    """
+
+    code = "storage_unavailable"
+
+    def __init__(self, cause: str, detail: str = "", *, retry_after: int = 10, hint: str | None = None) -> None:
+        message = f"storage unavailable: {cause}" + (f" ({detail})" if detail else "")
+        super().__init__(message, hint=hint or "retry later; an operator can see the cause in /readyz and the log")
+        self.cause = cause
+        self.retry_after = retry_after
 
 
 class ConfigError(CodewellError):

@@ -23,6 +23,20 @@ class SettingSpec:
 SETTING_SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("data_dir", "CODEWELL_DATA_DIR", "./data", "Directory for the database, git mirrors and index shards."),
     SettingSpec(
+        "shared_dir",
+        "CODEWELL_SHARED_DIR",
+        "",
+        "Directory every process of a deployment shares (git mirrors, symbol tables, the instance secret, the "
+        "site config); empty means the data dir. In a cluster, a volume mounted by every process.",
+    ),
+    SettingSpec(
+        "searchers",
+        "CODEWELL_SEARCHERS",
+        "",
+        "Where searches run: empty means in this process over this data dir; `database` means on the "
+        "`codewell searcher` replicas registered in the database, each holding its share of the indexes.",
+    ),
+    SettingSpec(
         "database_url",
         "CODEWELL_DATABASE_URL",
         "",
@@ -34,6 +48,13 @@ SETTING_SPECS: tuple[SettingSpec, ...] = (
         "CODEWELL_SITE_CONFIG",
         "",
         "Path of the site configuration file (JSON with comments); empty means <data_dir>/site-config.json.",
+    ),
+    SettingSpec(
+        "db_busy_timeout",
+        "CODEWELL_DB_BUSY_TIMEOUT",
+        "30",
+        "Seconds a database write waits for another process's write lock (SQLite) before the request answers "
+        "503 with Retry-After.",
     ),
     SettingSpec("host", "CODEWELL_HOST", "127.0.0.1", "Address the HTTP server listens on."),
     SettingSpec("port", "CODEWELL_PORT", "7080", "Port the HTTP server listens on."),
@@ -60,10 +81,11 @@ SETTING_SPECS: tuple[SettingSpec, ...] = (
     ),
 )
 
-_CASTS: dict[str, Callable[[str], Any]] = {"port": int, "workers": int}
+_CASTS: dict[str, Callable[[str], Any]] = {"port": int, "workers": int, "db_busy_timeout": float}
 _CHOICES: dict[str, tuple[str, ...]] = {
     "log_format": ("text", "json"),
     "log_level": ("debug", "info", "warning", "error"),
+    "searchers": ("", "database"),
 }
 
 
@@ -72,8 +94,11 @@ class Settings:
     """Settings of one process; built once and passed down, never read from os.environ deep in the code."""
 
     data_dir: Path
+    shared_dir: Path
+    searchers: str
     database_url: str
     site_config_path: Path
+    db_busy_timeout: float
     host: str
     port: int
     external_url: str
@@ -103,16 +128,23 @@ class Settings:
             try:
                 values[spec.name] = _CASTS.get(spec.name, str)(text)
             except ValueError:
-                raise ConfigError(f"{spec.env}={text!r} is not a whole number") from None
+                kind = "a number" if spec.name == "db_busy_timeout" else "a whole number"
+                raise ConfigError(f"{spec.env}={text!r} is not {kind}") from None
         data_dir = Path(values["data_dir"]).expanduser().absolute()
         values["data_dir"] = data_dir
+        shared_dir = Path(values["shared_dir"]).expanduser().absolute() if values["shared_dir"] else data_dir
+        values["shared_dir"] = shared_dir
         values["site_config_path"] = (
             Path(values["site_config_path"]).expanduser().absolute()
             if values["site_config_path"]
-            else data_dir / "site-config.json"
+            else shared_dir / "site-config.json"
         )
         if not values["database_url"]:
             values["database_url"] = f"sqlite:///{data_dir / 'codewell.db'}"
+        if not 0 < values["db_busy_timeout"] <= 3600:
+            raise ConfigError(
+                f"CODEWELL_DB_BUSY_TIMEOUT={values['db_busy_timeout']} is out of range", hint="use 0.1-3600 seconds"
+            )
         if not 0 < values["port"] < 65536:
             raise ConfigError(f"CODEWELL_PORT={values['port']} is out of range", hint="use 1-65535")
         return cls(**values)
@@ -123,6 +155,11 @@ class Settings:
     @property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
+
+    @property
+    def clustered(self) -> bool:
+        """Searches run on searcher replicas (CODEWELL_SEARCHERS=database), not in this process."""
+        return self.searchers == "database"
 
     @property
     def effective_workers(self) -> int:

@@ -1,10 +1,20 @@
-"""Engine and session handling for SQLite (embedded default) and PostgreSQL, plus migration control."""
+"""Engine and session handling for SQLite (embedded default) and PostgreSQL, plus migration control.
+
+Storage faults (docs/security.md, "Storage faults") end here as `StorageUnavailable`, whatever code runs the
+statement: a write lock held past the busy timeout, a read-only, immutable or full disk, an I/O error. Every
+engine raises it instead of the driver's error (`handle_error`), so a request answers 503 with Retry-After and a
+job is retried later. Bookkeeping writes ask for a short lock wait (`session(lock_timeout=...)`) so that a read
+never waits 30 s for them, and `probe_write` is the /readyz check that the database takes writes.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import importlib
 import logging
 import pkgutil
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,13 +27,14 @@ from alembic import command
 from alembic.config import Config as AlembicConfig
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event, select
-from sqlalchemy.engine import make_url
+from sqlalchemy import Engine, create_engine, event, select, text
+from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 import codewell
-from codewell.core.errors import Unavailable
+from codewell.core.errors import StorageUnavailable, Unavailable
+from codewell.core.storage import CachedProbe, report, unwritable_flag
 from codewell.db.base import Base, utcnow
 from codewell.db.models import InstanceMeta
 
@@ -51,13 +62,77 @@ def redact(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.close()
+# How long a statement waits for another connection's write lock before it fails as "database locked"
+# (CODEWELL_DB_BUSY_TIMEOUT).
+DEFAULT_BUSY_TIMEOUT = 30.0
+# Bookkeeping writes (an access token's last_used_at, usage events) wait at most this long: losing one is
+# harmless, holding the request that caused it for the busy timeout is not.
+BEST_EFFORT_LOCK_TIMEOUT = 0.25
+# The /readyz write probe waits at most this long (or the busy timeout, when shorter): a load balancer gives up
+# on a probe after a few seconds, and a lock held that long is a fault worth reporting.
+PROBE_LOCK_TIMEOUT = 5.0
+PROBE_KEY = "readyz.write_probe"
+_BEST_EFFORT = "codewell.best_effort"  # Connection.info key: the connection is in a `session(lock_timeout=...)`
+_PROBE = text(
+    "INSERT INTO instance_meta (key, value) VALUES (:key, :value) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+)
+
+# SQLite's primary result codes (sqlite3.Error.sqlite_errorname, extended codes start with them) that mean the
+# storage, not the statement, failed: (cause, seconds after which a retry may work).
+_SQLITE_FAULTS = {
+    "SQLITE_BUSY": ("database locked", 5),
+    "SQLITE_LOCKED": ("database locked", 5),
+    "SQLITE_READONLY": ("database read-only", 30),
+    "SQLITE_FULL": ("database disk full", 30),
+    "SQLITE_IOERR": ("database I/O error", 30),
+    "SQLITE_CANTOPEN": ("database cannot be opened", 30),
+    "SQLITE_PERM": ("database read-only", 30),
+}
+# PostgreSQL SQLSTATEs of the same faults. Serialization failures and deadlocks (40001, 40P01) are not here:
+# they are contention the caller retries at once (analytics' credits do).
+_POSTGRES_FAULTS = {
+    "55P03": ("database locked", 5),  # lock_not_available: lock_timeout ran out
+    "25006": ("database read-only", 30),  # read_only_sql_transaction: a standby, or default_transaction_read_only
+    "53100": ("database disk full", 30),
+    "53200": ("database out of memory", 30),
+    "58030": ("database I/O error", 30),
+}
+
+
+# SQLITE_BUSY_SNAPSHOT is contention, not a fault: a transaction that read, then wanted to write after another
+# connection had committed, fails at once (no busy wait) and its caller retries it (analytics' credits do).
+_SQLITE_CONTENTION = frozenset({"SQLITE_BUSY_SNAPSHOT"})
+
+
+def storage_fault(error: BaseException) -> StorageUnavailable | None:
+    """The StorageUnavailable a driver error stands for, or None when the statement itself is at fault."""
+    name = getattr(error, "sqlite_errorname", None)
+    if isinstance(name, str):
+        if name in _SQLITE_CONTENTION:
+            return None
+        for prefix, (cause, retry_after) in _SQLITE_FAULTS.items():
+            if name == prefix or name.startswith(prefix + "_"):
+                return StorageUnavailable(cause, str(error), retry_after=retry_after)
+        return None
+    state = getattr(error, "sqlstate", None)
+    if isinstance(state, str) and state in _POSTGRES_FAULTS:
+        cause, retry_after = _POSTGRES_FAULTS[state]
+        return StorageUnavailable(cause, str(error).strip().splitlines()[0], retry_after=retry_after)
+    return None
+
+
+def _translate(context: ExceptionContext) -> None:
+    if context.is_pre_ping:  # the pool's own liveness check decides about reconnecting; leave it alone
+        return
+    fault = storage_fault(context.original_exception)
+    if fault is not None:
+        # A best-effort write that gave up its short lock wait is expected under load, not a fault to log; its
+        # caller decides. Every other storage fault is logged here, once per cause and minute.
+        best_effort = context.connection is not None and context.connection.info.get(_BEST_EFFORT, False)
+        if not (best_effort and fault.cause == "database locked"):
+            report(fault)
+        raise fault from context.original_exception
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,30 +148,142 @@ class MigrationState:
 class Database:
     """One engine and session factory; `session()` is a unit of work committed on success."""
 
-    def __init__(self, url: str, *, echo: bool = False) -> None:
+    def __init__(self, url: str, *, echo: bool = False, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> None:
         self.url = normalize_url(url)
         self.is_sqlite = self.url.startswith("sqlite")
+        self.busy_timeout = busy_timeout
         kwargs: dict[str, Any] = {"echo": echo}
         if self.is_sqlite:
-            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+            kwargs["connect_args"] = {"check_same_thread": False, "timeout": busy_timeout}
         else:
             kwargs.update(pool_pre_ping=True, pool_size=10, max_overflow=20)
         self.engine: Engine = create_engine(self.url, **kwargs)
+        # SQLite maps the WAL index `<db>-shm` into memory, shared, and writes to it even to read; once that
+        # file is immutable (chattr +i) the kernel answers such a write with SIGBUS and the process dies with
+        # nothing in its log. Every use of a connection therefore checks the flag first (open+ioctl: 5-10 us).
+        # An immutable database or WAL file needs no such care: writes to them fail with an error.
+        database = make_url(self.url).database if self.is_sqlite else None
+        self._files: tuple[Path, ...] = ()
+        if database and database != ":memory:" and not database.startswith("file:"):
+            path = Path(database).absolute()
+            self._files = (path.with_name(path.name + "-shm"),)
+        # Connections the pool wanted to close while their files were immutable (see `_close`).
+        self._held: list[Any] = []
+        self._held_lock = threading.Lock()
         if self.is_sqlite:
-            event.listen(self.engine, "connect", _sqlite_pragmas)
+            event.listen(self.engine, "connect", self._sqlite_connect)
+            event.listen(self.engine, "checkout", self._sqlite_checkout)
+            self._driver_close = self.engine.dialect.do_close
+            setattr(self.engine.dialect, "do_close", self._close)  # noqa: B010 - this engine's dialect only
+        event.listen(self.engine, "handle_error", _translate)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._probe = CachedProbe(self._probe_write)
+
+    def _immutable_file(self) -> Path | None:
+        return next((path for path in self._files if unwritable_flag(path)), None)
+
+    def _guard_files(self) -> None:
+        path = self._immutable_file()
+        if path is not None:
+            fault = StorageUnavailable(
+                "database read-only", f"{path.name} is immutable (chattr +i); lift it to resume", retry_after=30
+            )
+            report(fault)
+            raise fault
+        if self._held:
+            self._release_held()
+
+    def _close(self, dbapi_connection: Any) -> None:
+        """The dialect's close, except while the files are immutable: closing a WAL connection checkpoints
+        through the -shm mapping, which the kernel answers with SIGBUS. Such a connection is held (never freed,
+        so that no garbage collection closes it either) and closed once the flag is lifted."""
+        if self._immutable_file() is None:
+            self._driver_close(dbapi_connection)
+            return
+        with self._held_lock:
+            self._held.append(dbapi_connection)
+        # A reference nothing releases: the connection's deallocation would close it, and so does the
+        # interpreter's exit; `_release_held` closes it explicitly (a second close is a no-op).
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(dbapi_connection))
+
+    def _release_held(self) -> None:
+        with self._held_lock:
+            held, self._held = self._held, []
+        for connection in held:
+            with contextlib.suppress(Exception):
+                self._driver_close(connection)
+
+    def _sqlite_connect(self, dbapi_connection: Any, _record: Any) -> None:
+        self._guard_files()  # before the first statement maps -shm
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute(f"PRAGMA busy_timeout={round(self.busy_timeout * 1000)}")
+        cursor.close()
+
+    def _sqlite_checkout(self, _dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        self._guard_files()
 
     @contextmanager
-    def session(self) -> Iterator[Session]:
-        """A transaction: committed when the block ends normally, rolled back when it raises."""
-        with self._sessions.begin() as session:
-            yield session
+    def session(self, *, lock_timeout: float | None = None) -> Iterator[Session]:
+        """A transaction: committed when the block ends normally, rolled back when it raises.
+
+        `lock_timeout` (seconds) shortens the wait for another connection's write lock in this transaction
+        only, for best-effort writes: past it the block raises StorageUnavailable("database locked").
+        """
+        if lock_timeout is None:
+            with self._sessions.begin() as session:
+                yield session
+            return
+        wait_ms = max(1, round(min(lock_timeout, self.busy_timeout) * 1000))
+        with self.engine.connect() as connection:
+            connection.info[_BEST_EFFORT] = True
+            if self.is_sqlite:
+                # On the driver's connection, outside any transaction; set back before the pool takes it back.
+                connection.connection.driver_connection.execute(f"PRAGMA busy_timeout={wait_ms}")  # type: ignore[union-attr]
+            try:
+                with Session(bind=connection, expire_on_commit=False) as session, session.begin():
+                    if not self.is_sqlite:
+                        session.execute(text(f"SET LOCAL lock_timeout = {wait_ms}"))
+                    yield session
+            finally:
+                connection.info.pop(_BEST_EFFORT, None)
+                if self.is_sqlite:
+                    restore = f"PRAGMA busy_timeout={round(self.busy_timeout * 1000)}"
+                    try:
+                        connection.connection.driver_connection.execute(restore)  # type: ignore[union-attr]
+                    except Exception:
+                        # Never hand the pool a connection that gives up on locks early: drop it instead.
+                        connection.invalidate()
+
+    def probe_write(self) -> str | None:
+        """Whether the database takes a write now: None, or what is wrong. One upsert of one row of
+        `instance_meta`, committed (a full disk shows only at commit), at most every couple of seconds."""
+        return self._probe()
+
+    def _probe_write(self) -> str | None:
+        try:
+            with self.session(lock_timeout=PROBE_LOCK_TIMEOUT) as session:
+                session.execute(_PROBE, {"key": PROBE_KEY, "value": utcnow().isoformat()})
+        except StorageUnavailable as exc:
+            return exc.message
+        except SQLAlchemyError as exc:
+            return "database write failed: " + str(getattr(exc, "orig", exc)).strip().splitlines()[0]
+        return None
 
     def check_connection(self) -> None:
         """Raise Unavailable with a clear, password-free message when the database cannot be reached."""
         try:
             with self.engine.connect() as connection:
                 connection.exec_driver_sql("SELECT 1")
+        except StorageUnavailable as exc:
+            if exc.cause != "database cannot be opened":
+                raise  # reached, but locked, read-only or full: the fault says so
+            raise Unavailable(
+                f"cannot connect to the database {redact(self.url)}: {exc.message}",
+                hint="check CODEWELL_DATABASE_URL and that its directory exists and is writable",
+            ) from None
         except (OperationalError, SQLAlchemyError) as exc:
             reason = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
             raise Unavailable(
@@ -132,13 +319,19 @@ class Database:
         command.downgrade(self._alembic_config(), "base")
 
     def instance_id(self) -> str:
-        """The random ID of this instance, created with the database."""
-        with self.session() as session:
-            row = session.get(InstanceMeta, "instance_id")
-            if row is None:
-                row = InstanceMeta(key="instance_id", value=str(uuid.uuid4()))
-                session.add(row)
-            return row.value
+        """The random ID of this instance, created with the database. Concurrent first calls (two web replicas
+        starting at once) agree: the loser of the insert re-reads."""
+        for _ in range(2):
+            try:
+                with self.session() as session:
+                    row = session.get(InstanceMeta, "instance_id")
+                    if row is None:
+                        row = InstanceMeta(key="instance_id", value=str(uuid.uuid4()))
+                        session.add(row)
+                    return row.value
+            except IntegrityError:
+                continue
+        raise Unavailable("cannot record the instance's ID", hint="retry")
 
     def created_at(self) -> datetime:
         """When this database was created (recorded by the first `upgrade`, or by the first call on a database

@@ -8,6 +8,8 @@ series name routes and error counts, which tell an outsider how the instance is 
 from __future__ import annotations
 
 import hmac
+import threading
+from pathlib import Path
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.concurrency import run_in_threadpool
@@ -20,6 +22,7 @@ from codewell.authz import Action
 from codewell.capability import ReadinessCheck
 from codewell.core.errors import CodewellError, PermissionDenied, Unauthenticated
 from codewell.core.settings import Settings
+from codewell.core.storage import CachedProbe, probe_directory
 from codewell.http.requests import actor_of, runtime_of
 from codewell.runtime import Runtime
 
@@ -41,6 +44,34 @@ def check_database(runtime: Runtime) -> str | None:
     return None
 
 
+def check_database_writes(runtime: Runtime) -> str | None:
+    """A real write (one upsert, committed), cached for two seconds: a database that reads but cannot be
+    written (a lock held past the busy timeout, a read-only or full disk) is not ready."""
+    return runtime.db.probe_write()
+
+
+_directory_probes: dict[Path, CachedProbe] = {}
+_directory_probes_lock = threading.Lock()
+
+
+def _probe(path: Path) -> str | None:
+    with _directory_probes_lock:
+        probe = _directory_probes.get(path)
+        if probe is None:
+            probe = _directory_probes[path] = CachedProbe(lambda: probe_directory(path))
+    return probe()
+
+
+def check_data_dir(runtime: Runtime) -> str | None:
+    """A file created, written and deleted in the data directory (and the shared one, when apart), cached for
+    two seconds: mirrors, shards and caches are written there, and a read-only or full disk stops them."""
+    settings = runtime.settings
+    for path in dict.fromkeys((settings.data_dir, settings.shared_dir)):
+        if problem := _probe(path):
+            return problem
+    return None
+
+
 def check_site_config(runtime: Runtime) -> str | None:
     runtime.site_config.refresh()
     return runtime.site_config.error
@@ -49,6 +80,8 @@ def check_site_config(runtime: Runtime) -> str | None:
 # The foundation's checks; each capability may declare more (`Capability.readiness`).
 READINESS_CHECKS: list[tuple[str, ReadinessCheck]] = [
     ("database", check_database),
+    ("database_writes", check_database_writes),
+    ("data_dir", check_data_dir),
     ("site_config", check_site_config),
 ]
 

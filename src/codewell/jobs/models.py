@@ -36,6 +36,9 @@ class JobRow(Base):
     run_after: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     lease_owner: Mapped[str | None] = mapped_column(String(100), default=None)
     lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
+    # The searcher replica that must run it ("" for any runner): a repository's index jobs run where its
+    # shards live (jobs/placement.py).
+    target: Mapped[str] = mapped_column(String(100), default="")
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     progress_done: Mapped[int] = mapped_column(Integer, default=0)
     progress_total: Mapped[int | None] = mapped_column(Integer, default=None)
@@ -49,7 +52,7 @@ class JobRow(Base):
     __table_args__ = (
         # The claim walks queued jobs in exactly this order and stops at the first it may run: no sort, and the
         # per-row lock check runs for the few rows it visits, however many jobs wait.
-        Index("ix_jobs_claim_order", "state", "priority", "run_after", "id"),
+        Index("ix_jobs_claim_order", "state", "target", "priority", "run_after", "id"),
         Index("ix_jobs_resource_state", "resource", "state"),
         # One queued job per kind and key: a newer request supersedes the queued one (ON CONFLICT).
         Index(
@@ -72,7 +75,11 @@ class JobRow(Base):
 
 
 class JobWorkerRow(Base):
-    """A process that runs jobs (`codewell serve` or `codewell worker`), with a heartbeat."""
+    """A process that runs jobs (`codewell serve`, `codewell worker` or `codewell searcher`), with a heartbeat.
+
+    A searcher's row is its membership of the cluster: its address (where the web tier sends searches) and
+    whether it is draining (it keeps answering for what it holds while its repositories move elsewhere).
+    """
 
     __tablename__ = "job_workers"
 
@@ -82,3 +89,5 @@ class JobWorkerRow(Base):
     concurrency: Mapped[int] = mapped_column(Integer, default=1)
     started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    address: Mapped[str] = mapped_column(String(255), default="")
+    draining: Mapped[bool] = mapped_column(Boolean, default=False)

@@ -21,9 +21,10 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from codewell.capability import JobGiveUp, JobKind
-from codewell.core.errors import CodewellError
+from codewell.core.errors import CodewellError, StorageUnavailable
+from codewell.core.storage import report
 from codewell.jobs import metrics
-from codewell.jobs.service import Claimed, JobService, set_current_job
+from codewell.jobs.service import SEARCHER_HEARTBEAT_SECONDS, Claimed, JobService, set_current_job
 
 if TYPE_CHECKING:
     from codewell.runtime import Runtime
@@ -36,6 +37,8 @@ POLL_SECONDS = 0.5
 IDLE_MAX_SECONDS = 5.0
 # How often a worker process says it is alive (and `drain` re-reads what it waits for).
 HEARTBEAT_SECONDS = 10.0
+# A worker thread that met a storage fault (a locked or full database) looks for work again after this.
+STORAGE_BACKOFF_SECONDS = 5.0
 
 
 def new_owner(role: str) -> str:
@@ -169,7 +172,7 @@ def _with_batch(service: JobService, kind: JobKind, job: Claimed) -> list[Claime
     if kind.run_batch is None:
         return jobs
     while len(jobs) < kind.batch:
-        more = service.claim(job.owner, frozenset({kind.name}))
+        more = service.claim(job.owner, frozenset({kind.name}), target=job.target)
         if more is None:
             break
         if more.attempt > more.max_attempts:
@@ -202,6 +205,8 @@ class JobRunner:
         kinds: frozenset[str] | None = None,
         concurrency: int = 2,
         poll_seconds: float = POLL_SECONDS,
+        replica: str = "",
+        address: str = "",
     ) -> None:
         self.runtime = runtime
         self.service = runtime.get(JobService)
@@ -209,7 +214,12 @@ class JobRunner:
         self.kinds = kinds
         self.concurrency = max(1, concurrency)
         self.poll_seconds = poll_seconds
-        self.owner = new_owner(role)
+        # A searcher replica runs the jobs placed on it under its stable name (its membership row), and says it
+        # is alive more often: its queries and its share of the repositories depend on it.
+        self.replica = replica
+        self.address = address
+        self.owner = replica or new_owner(role)
+        self.heartbeat_seconds = SEARCHER_HEARTBEAT_SECONDS if replica else HEARTBEAT_SECONDS
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._busy = 0
@@ -226,10 +236,14 @@ class JobRunner:
                 f"unknown job kinds: {', '.join(sorted(unknown))}",
                 hint="known kinds: " + ", ".join(sorted(self.service.kinds)),
             )
-        self.service.register_worker(self.owner, self.role, self.kinds, self.concurrency)
+        self.service.register_worker(self.owner, self.role, self.kinds, self.concurrency, address=self.address)
         self.service.runners.add(self)
         periodic = [k for k in self.service.kinds.values() if self.kinds is None or k.name in self.kinds]
-        self.service.ensure_periodic(periodic)
+        if self.replica:
+            self.service.ensure_periodic([k for k in periodic if k.placed], replica=self.replica)
+        else:
+            # In a cluster a placed kind's periodic work runs on every replica, over what it holds, not here.
+            self.service.ensure_periodic([k for k in periodic if not (k.placed and self.service.clustered)])
         for n in range(self.concurrency):
             self._threads.append(threading.Thread(target=self._work, name=f"jobs-{self.role}-{n}", daemon=True))
         self._threads.append(threading.Thread(target=self._heartbeat, name=f"jobs-{self.role}-heartbeat", daemon=True))
@@ -248,10 +262,13 @@ class JobRunner:
         deadline = time.monotonic() + grace_seconds
         for thread in self._threads:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
-        try:
-            self.service.unregister_worker(self.owner)
-        except Exception:
-            log.exception("unregistering job worker %s failed", self.owner)
+        if not self.replica:
+            # A searcher replica keeps its row: restarted under the same name it comes back to the same share, so
+            # a rolling restart moves nothing; gone for good, its heartbeat goes stale and the others take over.
+            try:
+                self.service.unregister_worker(self.owner)
+            except Exception:
+                log.exception("unregistering job worker %s failed", self.owner)
         self._threads = []
 
     @property
@@ -272,7 +289,7 @@ class JobRunner:
                 wanted = wanted - full
                 if not wanted:
                     return False
-        job = self.service.claim(self.owner, wanted)
+        job = self.service.claim(self.owner, wanted, target=self.replica)
         if job is None:
             return False
         long_running = job.kind in kinds and kinds[job.kind].long_running
@@ -294,6 +311,12 @@ class JobRunner:
         while not self._stop.is_set():
             try:
                 ran = self.run_one()
+            except StorageUnavailable as fault:
+                # A locked, full or read-only database: said once per cause, then looked at again a little later
+                # (a traceback per thread per poll said nothing more and flooded the log).
+                report(fault)
+                ran = False
+                self._stop.wait(STORAGE_BACKOFF_SECONDS)
             except Exception:
                 log.exception("job worker failed; retrying")
                 ran = False
@@ -308,9 +331,11 @@ class JobRunner:
                 self.service.enqueued.clear()
 
     def _heartbeat(self) -> None:
-        while not self._stop.wait(HEARTBEAT_SECONDS):
+        while not self._stop.wait(self.heartbeat_seconds):
             try:
                 self.service.worker_heartbeat(self.owner)
+            except StorageUnavailable as fault:
+                report(fault)
             except Exception:
                 log.exception("job worker heartbeat failed")
 

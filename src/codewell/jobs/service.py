@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from codewell.core.errors import InvalidInput, NotFound
 from codewell.db.base import utcnow
 from codewell.jobs import metrics
 from codewell.jobs.models import CANCELLED, FAILED, QUEUED, RUNNING, STATES, SUCCEEDED, JobRow, JobWorkerRow
+from codewell.jobs.placement import SEARCHER, Replica, owner
 
 if TYPE_CHECKING:
     from codewell.runtime import Runtime
@@ -78,6 +80,14 @@ LIST_MAX = 1000
 SITE = "site"
 # The lease a claim sets; a kind with another lease gets it in a second statement.
 DEFAULT_LEASE_SECONDS = 600.0
+# A searcher replica says it is alive this often; one silent for SEARCHER_STALE_SECONDS is out of the cluster
+# (its queries answer partial meanwhile, naming what it holds), and its repositories move to the others.
+SEARCHER_HEARTBEAT_SECONDS = 2.0
+SEARCHER_STALE_SECONDS = 8.0
+# How long a process trusts the replica list it read (every enqueue of a placed kind asks for it).
+_REPLICAS_TTL_SECONDS = 1.0
+# Resource of a placed periodic kind's row on one replica.
+REPLICA_PREFIX = "replica:"
 
 
 def backoff(attempts: int) -> float:
@@ -150,6 +160,8 @@ class Claimed:
     max_attempts: int
     priority: int
     owner: str
+    # The searcher replica it was placed on ("" for any runner).
+    target: str = ""
     cancel_flag: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -206,6 +218,7 @@ class JobService:
         self._kinds: tuple[object, dict[str, JobKind]] | None = None
         # Runners started on this runtime, stopped when it closes (`stop()` callables, weakly held).
         self.runners: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._replicas: tuple[float, list[Replica]] | None = None
 
     @classmethod
     def create(cls, runtime: Runtime) -> Self:
@@ -252,11 +265,20 @@ class JobService:
         cause: str = "",
         delay: float = 0.0,
         session: Session | None = None,
+        target: str | None = None,
     ) -> None:
         """Queue `kind` for `resource`; a queued job of the same kind and lock key is superseded (new payload,
-        the more urgent priority, the earlier start). Pass `session` to enqueue in the caller's transaction."""
+        the more urgent priority, the earlier start). Pass `session` to enqueue in the caller's transaction.
+        `target` names the searcher replica that must run it (default: the owner of the resource for a placed
+        kind in a cluster, else any runner)."""
         self.enqueue_many(
-            kind, [(resource, payload or {})], priority=priority, cause=cause, delay=delay, session=session
+            kind,
+            [(resource, payload or {})],
+            priority=priority,
+            cause=cause,
+            delay=delay,
+            session=session,
+            target=target,
         )
 
     def enqueue_many(
@@ -268,12 +290,14 @@ class JobService:
         cause: str = "",
         delay: float = 0.0,
         session: Session | None = None,
+        target: str | None = None,
     ) -> None:
         """`enqueue` for many resources in one statement (a schedule tick over thousands of repositories)."""
         if not items:
             return
         declared = self.kind(kind)
         now = utcnow()
+        place = self.placement_of(declared)
         rows = [
             {
                 "kind": kind,
@@ -290,6 +314,7 @@ class JobService:
                 "progress_done": 0,
                 "progress_message": "",
                 "created_at": now,
+                "target": place(resource) if target is None else target,
             }
             for resource, payload in items
         ]
@@ -330,18 +355,96 @@ class JobService:
             )
         return [kind.name for kind in kinds]
 
-    def ensure_periodic(self, kinds: Iterable[JobKind]) -> None:
-        """Make sure each periodic kind has its one row (queued or running)."""
+    def ensure_periodic(self, kinds: Iterable[JobKind], *, replica: str = "") -> None:
+        """Make sure each periodic kind has its one row (queued or running): the site's, or with `replica` that
+        replica's own row of each placed kind (`replica:<name>`, run only there)."""
         for kind in kinds:
             if kind.every is None:
                 continue
+            resource, target = (REPLICA_PREFIX + replica, replica) if replica else (SITE, "")
             with self.db.session() as session:
                 present = session.scalar(
-                    select(JobRow.id).where(JobRow.kind == kind.name, JobRow.state.in_((QUEUED, RUNNING))).limit(1)
+                    select(JobRow.id)
+                    .where(JobRow.kind == kind.name, JobRow.resource == resource, JobRow.state.in_((QUEUED, RUNNING)))
+                    .limit(1)
                 )
                 if present is None:
                     priority = PRIORITY_SCHEDULED if kind.priority is None else kind.priority
-                    self.enqueue(kind.name, SITE, priority=priority, cause="schedule", session=session)
+                    self.enqueue(
+                        kind.name, resource, priority=priority, cause="schedule", session=session, target=target
+                    )
+
+    # --- placement on searcher replicas -------------------------------------------------------------------
+
+    @property
+    def clustered(self) -> bool:
+        return self.runtime.settings.clustered
+
+    def replicas(self, *, fresh: bool = False) -> list[Replica]:
+        """The live searcher replicas (heartbeat within SEARCHER_STALE_SECONDS), by name; read at most once a
+        second per process unless `fresh`."""
+        now = time.monotonic()
+        cached = self._replicas
+        if not fresh and cached is not None and now - cached[0] < _REPLICAS_TTL_SECONDS:
+            return cached[1]
+        cutoff = utcnow() - timedelta(seconds=SEARCHER_STALE_SECONDS)
+        with self.db.engine.connect() as connection:
+            rows = connection.execute(
+                select(JobWorkerRow.owner, JobWorkerRow.address, JobWorkerRow.draining)
+                .where(JobWorkerRow.role == SEARCHER, JobWorkerRow.heartbeat_at >= cutoff)
+                .order_by(JobWorkerRow.owner)
+            ).all()
+        found = [Replica(name, address, bool(draining)) for name, address, draining in rows]
+        self._replicas = (now, found)
+        return found
+
+    def owner_of(self, resource: str) -> str:
+        """The live, non-draining replica that owns `resource` ("" outside a cluster or with none alive)."""
+        if not self.clustered:
+            return ""
+        return owner(resource, [r.name for r in self.replicas() if not r.draining]) or ""
+
+    def placement_of(self, kind: JobKind) -> Any:
+        """resource → target for the jobs of `kind`: its owner for a placed kind in a cluster, else ""."""
+        if not (kind.placed and self.clustered):
+            return lambda resource: ""
+        names = [r.name for r in self.replicas() if not r.draining]
+        return lambda resource: owner(resource, names) or ""
+
+    def placed_kinds(self) -> frozenset[str]:
+        return frozenset(name for name, kind in self.kinds.items() if kind.placed)
+
+    def retarget(self) -> int:
+        """Place the queued jobs of placed kinds that wait for no live replica (queued with none alive, or for a
+        replica that left or drains) on their owner now; returns how many moved. Periodic rows of replicas that
+        left are removed (a replica queues its own when it starts)."""
+        live = [r.name for r in self.replicas(fresh=True)]
+        owners = [r.name for r in self.replicas() if not r.draining]
+        if not owners:
+            return 0
+        placed = sorted(self.placed_kinds())
+        moved = 0
+        with self.db.session() as session:
+            rows = session.execute(
+                select(JobRow.id, JobRow.resource, JobRow.target).where(
+                    JobRow.state == QUEUED, JobRow.kind.in_(placed), JobRow.target.not_in(owners)
+                )
+            ).all()
+            for job_id, resource, current in rows:
+                if resource.startswith(REPLICA_PREFIX):
+                    if current not in live:
+                        session.execute(delete(JobRow).where(JobRow.id == job_id, JobRow.state == QUEUED))
+                    continue
+                new = owner(resource, owners) or ""
+                try:
+                    with session.begin_nested():
+                        session.execute(
+                            update(JobRow).where(JobRow.id == job_id, JobRow.state == QUEUED).values(target=new)
+                        )
+                    moved += 1
+                except IntegrityError:
+                    pass
+        return moved
 
     # --- claiming and finishing -------------------------------------------------------------------------
 
@@ -356,15 +459,34 @@ class JobService:
         if not self.db.is_sqlite:
             connection.execute(text("SET LOCAL synchronous_commit TO OFF"))
 
-    def claim(self, owner: str, kinds: frozenset[str] | None = None, resource: str | None = None) -> Claimed | None:
-        """Claim the most urgent due job (of `kinds`, of `resource`), or None; leases it to `owner`."""
+    def claim(
+        self,
+        owner: str,
+        kinds: frozenset[str] | None = None,
+        resource: str | None = None,
+        *,
+        target: str = "",
+    ) -> Claimed | None:
+        """Claim the most urgent due job (of `kinds`, of `resource`), or None; leases it to `owner`.
+
+        `target` is the searcher replica claiming the jobs placed on it; "" claims the jobs any runner may run.
+        In a cluster the others never run a placed kind (its files would land in the wrong data dir): one
+        queued while no replica was alive waits for a replica to place it (`retarget`).
+        """
         declared = self.kinds
         names = frozenset(declared) if kinds is None else kinds & frozenset(declared)
+        if not target and self.clustered:
+            names -= self.placed_kinds()
         if not names:
             return None
         # Only kinds this process knows: a job of a newer version's kind waits for a process that has it.
         # Parameter names differ from column names: an UPDATE would add a parameter named like a column to its SET.
-        params: dict[str, Any] = {"p_owner": owner, "p_kinds": sorted(names), "p_resource": resource}
+        params: dict[str, Any] = {
+            "p_owner": owner,
+            "p_kinds": sorted(names),
+            "p_resource": resource,
+            "p_target": target,
+        }
         # First the jobs of dead processes (their lease ran out), then queued ones, most urgent first.
         phases = (RUNNING, QUEUED, QUEUED, QUEUED, QUEUED, QUEUED)
         for phase in phases:
@@ -396,6 +518,7 @@ class JobService:
                 max_attempts=row.max_attempts,
                 priority=row.priority,
                 owner=owner,
+                target=target,
             )
         return None
 
@@ -528,7 +651,11 @@ class JobService:
         assert kind.every is not None
         delay = kind.every if error is None else max(kind.every, backoff(min(job.attempt, 4)))
         other = session.scalar(
-            select(JobRow.id).where(JobRow.kind == job.kind, JobRow.state == QUEUED, JobRow.id != job.id).limit(1)
+            select(JobRow.id)
+            .where(
+                JobRow.kind == job.kind, JobRow.resource == job.resource, JobRow.state == QUEUED, JobRow.id != job.id
+            )
+            .limit(1)
         )
         if other is not None:
             session.execute(delete(JobRow).where(JobRow.id == job.id))
@@ -556,7 +683,9 @@ class JobService:
 
     # --- workers ----------------------------------------------------------------------------------------
 
-    def register_worker(self, owner: str, role: str, kinds: frozenset[str] | None, concurrency: int) -> None:
+    def register_worker(
+        self, owner: str, role: str, kinds: frozenset[str] | None, concurrency: int, *, address: str = ""
+    ) -> None:
         now = utcnow()
         with self.db.session() as session:
             session.execute(delete(JobWorkerRow).where(JobWorkerRow.owner == owner))
@@ -568,6 +697,7 @@ class JobService:
                     concurrency=concurrency,
                     started_at=now,
                     heartbeat_at=now,
+                    address=address,
                 )
             )
             # Workers gone for a day are forgotten.
@@ -576,6 +706,19 @@ class JobService:
     def worker_heartbeat(self, owner: str) -> None:
         with self.db.session() as session:
             session.execute(update(JobWorkerRow).where(JobWorkerRow.owner == owner).values(heartbeat_at=utcnow()))
+
+    def set_draining(self, name: str, draining: bool = True) -> bool:
+        """Mark a searcher replica draining (its repositories move to the others; it answers for what it holds
+        until they have); False when no such replica is registered."""
+        with self.db.session() as session:
+            done = session.execute(
+                update(JobWorkerRow)
+                .where(JobWorkerRow.owner == name, JobWorkerRow.role == SEARCHER)
+                .values(draining=draining)
+            )
+            found = bool(cast(Any, done).rowcount)
+        self._replicas = None
+        return found
 
     def unregister_worker(self, owner: str) -> None:
         with self.db.session() as session:
@@ -881,10 +1024,15 @@ def _candidate(phase: str, by_resource: bool, *, lock: bool) -> Any:
             # Draining one resource (a caller waits for it): a job held back only to gather a batch
             # (`JobKind.delay`, never attempted) is due at once; a retry still waits for its back-off.
             due = and_(jobs.c.state == QUEUED, or_(jobs.c.run_after <= bindparam("p_now"), jobs.c.attempts == 0))
-    candidate = select(jobs.c.id).where(due, ~busy, jobs.c.kind.in_(bindparam("p_kinds", expanding=True)))
+    candidate = select(jobs.c.id).where(
+        due,
+        jobs.c.target == bindparam("p_target"),
+        ~busy,
+        jobs.c.kind.in_(bindparam("p_kinds", expanding=True)),
+    )
     if by_resource:
         candidate = candidate.where(jobs.c.resource == bindparam("p_resource"))
-    candidate = candidate.order_by(jobs.c.state, jobs.c.priority, jobs.c.run_after, jobs.c.id).limit(1)
+    candidate = candidate.order_by(jobs.c.state, jobs.c.target, jobs.c.priority, jobs.c.run_after, jobs.c.id).limit(1)
     return candidate.with_for_update(skip_locked=True, of=jobs) if lock else candidate
 
 
@@ -947,6 +1095,8 @@ def _upsert_statement(is_sqlite: bool) -> Any:
         index_where=text("state = 'queued'"),
         set_={
             "payload": excluded.payload,
+            # The newest placement wins: a repository that moved is indexed by its new owner.
+            "target": excluded.target,
             "priority": least(_JOBS.c.priority, excluded.priority),
             "run_after": least(_JOBS.c.run_after, excluded.run_after),
         },

@@ -22,6 +22,9 @@ def license_group() -> None:
 
 def _print_report(report: LicenseReport) -> None:
     status = report.status
+    if status.release_key_problem:
+        # First, so that nobody reads the plan below without knowing no key could change it in this build.
+        click.echo(f"note: {status.release_key_problem}")
     trial = " (trial)" if status.source == "trial" else ""
     click.echo(f"plan: {status.plan.name}{trial}")
     click.echo(f"licensee: {status.licensee or '-'}")
@@ -36,6 +39,7 @@ def _print_report(report: LicenseReport) -> None:
     users_limit = status.limits.get("users")
     click.echo(f"users: {report.users}" + (f" of {users_limit}" if users_limit is not None else ""))
     click.echo(f"credits this period: {report.credits_consumed} of {report.credits_allocated} used")
+    click.echo(f"release key: {'none in this build' if status.release_key_problem else 'present'}")
     if status.problem is not None:
         click.echo(f"license key problem: {status.problem.message} ({status.problem.hint})")
 

@@ -1,4 +1,4 @@
-"""License keys: the signed document, its offline verification, and the maintainer commands.
+"""License keys: the signed document and its offline verification against the build's release key.
 
 A key is `cwl1.<payload>.<signature>`: `payload` is base64url (no padding) of a JSON object, `signature`
 the base64url Ed25519 signature of the ASCII text `cwl1.<payload>` (the prefix is signed too, so a
@@ -7,10 +7,14 @@ signature can never be replayed under another format). Payload fields (docs/lice
 (null: the plan's), `issuedAt`, `expiresAt` (ISO 8601 UTC), `features` (added to the plan's) and
 `limits` (overriding the plan's).
 
-The release verifies with `RELEASE_PUBLIC_KEY` only. Its private half never enters the repository: a
-maintainer makes a pair with `python -m codewell.licensing.keys generate --private-key PATH` (the
-private key is written to PATH with mode 0600, the public key printed to paste here) and signs keys with
-`python -m codewell.licensing.keys sign --private-key PATH --plan ... --licensee ... --instance-id ...`.
+Only verification lives here. Making key pairs and signing keys needs the private key, which only
+maintainers hold, so it is the maintainer script `scripts/license_tool.py`, outside the package.
+
+The public key a release trusts is the package data file `release_key.pub` beside this module, set by the
+distributor when building a release (`scripts/license_tool.py generate --public-key-file ...`). It is
+deliberately not a setting: an operator who could point the verifier at a key of their own could sign
+any plan for themselves. A build without it (the file absent or holding no key, as in the source
+repository) verifies no license key and runs the trial, then the Free plan (`load_release_key`).
 """
 
 from __future__ import annotations
@@ -19,29 +23,31 @@ import base64
 import binascii
 import hashlib
 import json
-import os
-import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import click
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from codewell.licensing.plans import FEATURES, LIMITS, PLANS
+from codewell.licensing.plans import FEATURES, LIMITS, PLANS, TRIAL_DAYS
 
 PREFIX = "cwl1"
-# The release's verification key (raw Ed25519, base64). Replace it with the output of `generate` when the
-# release key pair is rotated; keys signed by the old pair stop verifying.
-RELEASE_PUBLIC_KEY = "dQX2ekKt16mY8Pcmv0q62NlxEIlbeYFmPwq5nCSiZdY="
+# The release's verification key: package data (pyproject.toml), one line of base64 raw Ed25519 public key;
+# lines starting with `#` are comments. Tests point this name at a file of their own (a test seam, read
+# when a LicensingService is made; nothing at run time can change it).
+RELEASE_KEY_FILE = Path(__file__).with_name("release_key.pub")
 MAX_KEY_CHARS = 16_384
+# What a build without a usable release key says (license page, `codewell license show`, GET /.api/license).
+NO_RELEASE_KEY_REFUSAL = "this build has no release key: license keys cannot be verified"
+NO_RELEASE_KEY = f"{NO_RELEASE_KEY_REFUSAL}; the {TRIAL_DAYS}-day trial applies, then the Free plan"
+_NO_RELEASE_KEY_HINT = "run a release build of codewell: its distributor sets the release key (docs/licensing.md)"
 
 
 class KeyProblem(Exception):
-    """Why a key cannot be used: `kind` is one of malformed, invalid_signature, wrong_instance, expired."""
+    """Why a key cannot be used: `kind` is one of malformed, invalid_signature, wrong_instance, expired,
+    no_release_key (this build trusts no key at all)."""
 
     def __init__(self, kind: str, message: str, hint: str) -> None:
         super().__init__(message)
@@ -72,8 +78,39 @@ class LicenseDocument:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class ReleaseKey:
+    """The public key this build trusts, or (None) why it trusts none."""
+
+    public_key: Ed25519PublicKey | None
+    # What to tell admins when there is no usable key ("" when there is one).
+    problem: str = ""
+
+
 def public_key_from_text(text: str) -> Ed25519PublicKey:
-    return Ed25519PublicKey.from_public_bytes(base64.b64decode(text))
+    return Ed25519PublicKey.from_public_bytes(base64.b64decode(text, validate=True))
+
+
+def load_release_key(path: Path | None = None) -> ReleaseKey:
+    """The build's release key from `path` (default `RELEASE_KEY_FILE`, looked up now so that tests can
+    point it elsewhere). Absent, empty or comments only: no key. A file that holds something other than
+    one Ed25519 public key is a broken build, said as such rather than crashing every command."""
+    path = path or RELEASE_KEY_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ReleaseKey(None, NO_RELEASE_KEY)
+    except (OSError, UnicodeDecodeError) as exc:
+        return ReleaseKey(None, f"{NO_RELEASE_KEY} (the release key file {path} cannot be read: {exc})")
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    if not lines:
+        return ReleaseKey(None, NO_RELEASE_KEY)
+    try:
+        if len(lines) != 1:
+            raise ValueError("more than one line")
+        return ReleaseKey(public_key_from_text(lines[0]))
+    except (binascii.Error, ValueError):
+        return ReleaseKey(None, f"{NO_RELEASE_KEY} (the release key file {path} holds no Ed25519 public key)")
 
 
 def fingerprint(key: str) -> str:
@@ -81,32 +118,25 @@ def fingerprint(key: str) -> str:
     return hashlib.sha256(key.strip().encode()).hexdigest()
 
 
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
 def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-def sign(document: LicenseDocument, private_key: Ed25519PrivateKey) -> str:
-    body = f"{PREFIX}.{_b64(json.dumps(document.as_payload(), separators=(',', ':')).encode())}"
-    return f"{body}.{_b64(private_key.sign(body.encode()))}"
 
 
 _MALFORMED_HINT = "paste the whole key exactly as issued (it starts with cwl1.)"
 
 
-def verify(key: str, public_key: Ed25519PublicKey, instance_id: str, now: datetime) -> LicenseDocument:
+def verify(key: str, public_key: Ed25519PublicKey | None, instance_id: str, now: datetime) -> LicenseDocument:
     """The document of a key signed by `public_key` for this instance and not expired; KeyProblem otherwise."""
     document = verify_signature(key, public_key)
     check_applies(document, instance_id, now)
     return document
 
 
-def verify_signature(key: str, public_key: Ed25519PublicKey) -> LicenseDocument:
-    """The document of a key signed by `public_key` (KeyProblem otherwise); whether it applies here and now
-    is `check_applies`. The signature is checked before anything in the payload is believed."""
+def verify_signature(key: str, public_key: Ed25519PublicKey | None) -> LicenseDocument:
+    """The document of a key signed by `public_key` (KeyProblem otherwise; `no_release_key` when the build
+    has none); whether it applies here and now is `check_applies`. The signature is checked before anything
+    in the payload is believed. A text that is no key at all is called malformed even in a build without a
+    release key: that is the more useful thing to tell whoever pasted it."""
     text = key.strip()
     parts = text.split(".")
     if len(text) > MAX_KEY_CHARS or len(parts) != 3 or parts[0] != PREFIX:
@@ -115,6 +145,8 @@ def verify_signature(key: str, public_key: Ed25519PublicKey) -> LicenseDocument:
         signature, payload_bytes = _unb64(parts[2]), _unb64(parts[1])
     except (binascii.Error, ValueError):
         raise KeyProblem("malformed", "the license key is not a codewell license key", _MALFORMED_HINT) from None
+    if public_key is None:
+        raise KeyProblem("no_release_key", NO_RELEASE_KEY_REFUSAL, _NO_RELEASE_KEY_HINT)
     try:
         public_key.verify(signature, f"{parts[0]}.{parts[1]}".encode())
     except InvalidSignature:
@@ -183,53 +215,3 @@ def _utc(text: object) -> datetime:
         raise ValueError("not a timestamp")
     moment = datetime.fromisoformat(text)
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-
-
-# -- maintainer commands (not part of `codewell`: they need the private key, which only maintainers hold) ----
-@click.group()
-def main() -> None:
-    """Release license key pair: generate it, sign license keys with it."""
-
-
-@main.command("generate")
-@click.option("--private-key", "private_path", type=click.Path(path_type=Path), required=True)
-def generate(private_path: Path) -> None:
-    """Write a new private key to PATH (0600, never into the repository) and print the public key."""
-    if private_path.exists():
-        raise click.ClickException(f"{private_path} exists; refusing to overwrite a private key")
-    key = Ed25519PrivateKey.generate()
-    raw = key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption())
-    fd = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(base64.b64encode(raw).decode() + "\n")
-    public = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    click.echo(f'RELEASE_PUBLIC_KEY = "{base64.b64encode(public).decode()}"')
-
-
-@main.command("sign")
-@click.option("--private-key", "private_path", type=click.Path(exists=True, path_type=Path), required=True)
-@click.option("--plan", type=click.Choice([p.name for p in PLANS.values() if p.purchasable]), required=True)
-@click.option("--licensee", required=True)
-@click.option("--instance-id", required=True, help="From `codewell license show` on the customer's instance.")
-@click.option("--expires", required=True, help="Expiry, ISO 8601 (UTC when no offset).")
-@click.option("--user-limit", type=int, default=None)
-@click.option("--feature", "features", multiple=True, type=click.Choice(FEATURES), help="Added to the plan's.")
-def sign_command(
-    private_path: Path,
-    plan: str,
-    licensee: str,
-    instance_id: str,
-    expires: str,
-    user_limit: int | None,
-    features: tuple[str, ...],
-) -> None:
-    """Print a license key."""
-    private = Ed25519PrivateKey.from_private_bytes(base64.b64decode(private_path.read_text().strip()))
-    document = LicenseDocument(
-        plan, licensee, instance_id, user_limit, datetime.now(UTC), _utc(expires), frozenset(features)
-    )
-    click.echo(sign(document, private))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

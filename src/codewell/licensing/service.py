@@ -11,6 +11,10 @@ Gates call `require_feature` / `feature_refusal` per request: the signature is v
 process applies within seconds), and the clock is read every time (injected in tests). The gates lower
 capabilities ask (the user limit, SAML sign-in, the analytics API) are registered by `setup.py`.
 
+The key a license is verified against is the build's release key (`keys.load_release_key`, package data
+set by the distributor). A build without one verifies no license key: it says so (`status().release_key_problem`)
+and runs the trial, then the free plan, as any instance without a valid key does.
+
 A license key also allocates credits: each calendar month (UTC) it is in force, one credit bucket per metered
 feature of the plan (`METERED`) with the key's monthly limit (`allocate_credits`, idempotent through
 `license_credit_allocations`).
@@ -142,6 +146,8 @@ class LicenseStatus:
     key_source: str
     problem: KeyProblem | None
     now: datetime
+    # Why this build verifies no license key at all ("" when it has a release key: keys.NO_RELEASE_KEY).
+    release_key_problem: str = ""
 
     def has(self, feature: str) -> bool:
         return feature in self.features
@@ -163,6 +169,7 @@ class LicenseStatus:
             "daysLeft": days_left,
             "trialEndsAt": self.trial_ends_at.isoformat(),
             "key": {"source": self.key_source or None, "problem": problem},
+            "releaseKey": {"present": not self.release_key_problem, "problem": self.release_key_problem or None},
         }
 
 
@@ -191,9 +198,11 @@ class LicenseReport:
 
 class LicensingService:
     def __init__(self, runtime: Runtime, *, clock: Clock = utcnow, public_key: Ed25519PublicKey | None = None) -> None:
+        """`public_key` is for tests (their own pair); the product always trusts the build's release key."""
         self.runtime = runtime
         self.clock = clock
-        self.public_key = public_key or keys.public_key_from_text(keys.RELEASE_PUBLIC_KEY)
+        release = keys.ReleaseKey(public_key) if public_key is not None else keys.load_release_key()
+        self.public_key, self.release_key_problem = release.public_key, release.problem
         self._lock = threading.Lock()
         self._stored: tuple[float, str] | None = None  # (monotonic time read, key text or "")
         self._documents: dict[str, LicenseDocument | KeyProblem] = {}
@@ -228,12 +237,12 @@ class LicensingService:
             features = plan.features | document.features
             return LicenseStatus(
                 plan, "license", document.licensee, instance_id, features, limits, document.expires_at,
-                trial_ends, key_source, None, now,
+                trial_ends, key_source, None, now, self.release_key_problem,
             )  # fmt: skip
         plan, source, expires = (TRIAL, "trial", trial_ends) if now < trial_ends else (FREE, "free", None)
         return LicenseStatus(
             plan, source, "", instance_id, plan.features, dict(plan.limits), expires, trial_ends, key_source,
-            problem, now,
+            problem, now, self.release_key_problem,
         )  # fmt: skip
 
     def feature_refusal(self, feature: str) -> FeatureNotLicensed | None:
@@ -371,21 +380,25 @@ class LicensingService:
         status = self.status()
         link, link_text = (LICENSE_PAGE, "License") if site_admin else (None, None)
         found: list[Notice] = []
+        # Without a release key no license key can be installed, so asking for one would send admins in circles.
+        installable = not status.release_key_problem
         if status.problem is not None:
+            until = " until a valid key is installed" if installable else ""
             text = (
                 f"The license key cannot be used: {status.problem.message}. This instance runs the "
-                f"{status.plan.title} plan until a valid key is installed."
+                f"{status.plan.title} plan{until}."
                 if site_admin
                 else f"This instance's license key cannot be used; it runs the {status.plan.title} plan. "
                 "A site admin can fix it."
             )
             found.append(Notice(text, "error", link, link_text))
         left = None if status.expires_at is None else status.expires_at - status.now
-        act = (
-            " Install a license key to keep every feature."
-            if site_admin
-            else " A site admin can install a license key."
-        )
+        if not installable:
+            act = " This build has no release key, so no license key can be installed." if site_admin else ""
+        elif site_admin:
+            act = " Install a license key to keep every feature."
+        else:
+            act = " A site admin can install a license key."
         if status.source == "trial" and left is not None and left <= timedelta(days=TRIAL_WARNING_DAYS):
             text = f"The trial ends on {status.trial_ends_at:%Y-%m-%d} ({_days(left)} left); then this instance runs"
             found.append(Notice(f"{text} the Free plan.{act}", "warning", link, link_text))

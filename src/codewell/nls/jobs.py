@@ -40,8 +40,14 @@ JOB_KINDS: list[JobKind] = [
         lock=LOCK,
         stage="nls",
         isolated=True,
+        placed=True,
     ),
     JobKind(
-        "nls.drop", drop, "remove a removed repository's natural-language indexes", on=("repo.removed",), lock=LOCK
+        "nls.drop",
+        drop,
+        "remove a removed repository's natural-language indexes",
+        on=("repo.removed",),
+        lock=LOCK,
+        placed=True,
     ),
 ]

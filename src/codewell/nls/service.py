@@ -14,11 +14,12 @@ import logging
 import re
 import shutil
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 import pygit2
@@ -26,6 +27,7 @@ import pygit2
 from codewell.codenav.service import CodeNavService
 from codewell.core.actors import Actor
 from codewell.core.errors import InvalidInput, NotFound, Unavailable
+from codewell.jobs.service import JobService
 from codewell.nls.dense import DenseRanker
 from codewell.nls.index import (
     BYTE_END,
@@ -47,7 +49,9 @@ from codewell.nls.index import (
 )
 from codewell.repos.git import walk_blobs
 from codewell.repos.service import Repo, RepoService
+from codewell.search.cluster import Reply, coverage, preferred_holders
 from codewell.search.service import RevisionFiles, SearchService
+from codewell.search.wire import decode_actor, decode_ids, encode_actor, encode_ids
 
 if TYPE_CHECKING:
     from codewell.runtime import Runtime
@@ -73,6 +77,8 @@ MAX_QUESTION_WORDS = 32
 MAX_QUESTION_CHARS = 2000
 _CACHE = 8
 _CANDIDATES = 200
+# How long the web tier waits for the searcher replicas' natural-language answers.
+REPLICA_SECONDS = 10.0
 _DEFINITION_KINDS = frozenset({"function", "method", "class", "struct", "interface", "enum"})
 _FILTER = re.compile(r"(?<!\S)(repo|file|rev|count):(\S+)")
 _WORDS = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*[A-Za-z0-9_]|[A-Za-z_]")
@@ -360,6 +366,78 @@ class NlsService:
     def repos(self) -> RepoService:
         return self.runtime.get(RepoService)
 
+    # --- the cluster: the web tier asks every searcher replica, which answers over what it holds ------------
+
+    def replica_call(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A searcher replica's answer to the web tier (the internal API's `/nls`): hits of the repositories it
+        holds, in its order; lines for those an answer may show, the others read later from the mirror."""
+        search = self.runtime.get(SearchService)
+        results = self.search(decode_actor(body["actor"]), str(body["question"]))
+        shown = {id(hit) for hit in shown_hits(results.hits, max(3 * results.limit, 30))}
+        ids, names = search.held()
+        return {
+            "hits": [
+                [h.repo, names.get(h.repo, -1), h.path, h.commit, h.start, h.end, h.score, list(h.symbols)]
+                + ([h.lines] if id(h) in shown else [])
+                for h in results.hits
+            ],
+            "notes": results.notes,
+            "held": encode_ids(ids),
+        }
+
+    def _search_replicas(self, actor: Actor, question: str, search: SearchService) -> NlsResults:
+        q = parse_question(question)  # a malformed question is refused before anything is sent
+        targets = self._targets(actor, q)
+        named = named_repos(q.text, targets)[0] if q.repo is None else []
+        results = NlsResults(terms=[], limit=q.count, count_given=q.count_given, named=named)
+        replicas = self.runtime.get(JobService).replicas()
+        body = {"actor": encode_actor(actor), "question": question}
+        replies = search.fanout().post_all(replicas, "/nls", body, time.monotonic() + REPLICA_SECONDS)
+        held: dict[str, np.ndarray] = {}
+        answers: list[tuple[str, list[Any]]] = []
+        failed: list[Reply] = []
+        for reply in replies:
+            payload = reply.payload
+            if payload is None:
+                failed.append(reply)
+                continue
+            held[reply.replica.name] = decode_ids(str(payload.get("held", "")))
+            answers.append((reply.replica.name, list(payload.get("hits", []))))
+            for note in payload.get("notes", []):
+                if note not in results.notes:
+                    results.notes.append(str(note))
+        preferred = preferred_holders(held)
+        hits: list[NlsHit] = []
+        for name, rows in answers:
+            for row in rows:
+                repo, rid, path, commit, start, end, score, symbols = row[:8]
+                if preferred.get(int(rid), name) != name:
+                    continue
+                lines = (
+                    ChunkLines.known([str(x) for x in row[8]])
+                    if len(row) > 8
+                    else ChunkLines(functools.partial(self._mirror_lines, actor, repo, path, commit, start, end))
+                )
+                hits.append(NlsHit(repo, path, commit, int(start), int(end), float(score), lines, tuple(symbols)))
+        first = frozenset(named)
+        hits.sort(key=lambda h: h.repo)
+        hits.sort(key=lambda h: (h.repo not in first, -h.score))
+        results.hits = hits
+        results.terms = parse_question(question).tokens
+        readable = np.fromiter((r.id for r in targets), dtype=np.int64)
+        missing = coverage(readable, held)
+        by_id = {r.id: r.name for r in targets}
+        for reply in failed:
+            results.notes.append(f"(Searcher {reply.replica.name} {reply.error}: its repositories were not searched.)")
+        if missing.size and (failed or not replicas):
+            names = sorted(by_id[int(rid)] for rid in missing.tolist())
+            results.notes.append(f"(Not searched: {', '.join(names[:10])}{' and more' if len(names) > 10 else ''}.)")
+        return results
+
+    def _mirror_lines(self, actor: Actor, repo: str, path: str, commit: str, start: int, end: int) -> list[str]:
+        content = self.repos.read_file(actor, repo, path, start, end, revision=commit)
+        return list(content.lines)
+
     # --- index lifecycle -------------------------------------------------------------------------------
 
     def folder(self, repo: Repo, commit: str) -> Path:
@@ -463,6 +541,9 @@ class NlsService:
         return found
 
     def search(self, actor: Actor, question: str) -> NlsResults:
+        search = self.runtime.get(SearchService)
+        if search.fans_out:
+            return self._search_replicas(actor, question, search)
         q = parse_question(question)
         targets = self._targets(actor, q)
         named: list[str] = []
@@ -480,6 +561,10 @@ class NlsService:
             which = ", ".join(named)
             results.notes.append(f"(Files of {which} first, as the question names it; other repositories follow.)")
         hits: list[NlsHit] = []
+        if search.replica:
+            # A searcher replica searches the repositories it holds; the named ones were found among all.
+            held, _names = search.held()
+            targets = [repo for repo in targets if repo.id in held]
         for repo in targets:
             try:
                 resolved = self.repos.resolve(actor, repo.name, q.rev)

@@ -126,7 +126,8 @@ class RepoService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.db = runtime.db
-        self.mirror_root = runtime.settings.data_dir / "repos"
+        # On the volume every process shares: web replicas, workers and searchers read the same mirrors.
+        self.mirror_root = runtime.settings.shared_dir / "repos"
         self.catalog = Catalog(runtime.db, self.mirror_root)
         self.contents = Contents(lambda: runtime.external_url)
         self.grants = Grants(runtime.db, self.catalog)

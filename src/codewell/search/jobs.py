@@ -29,6 +29,8 @@ BATCH = 128
 BATCH_WINDOW_SECONDS = 2.0
 # How often small shards are looked at for merging.
 MERGE_SECONDS = 30.0
+# How often a searcher replica checks its share (a replica that joined or left moves repositories).
+REBALANCE_SECONDS = 5.0
 
 
 class Cancelled(CodewellError):
@@ -40,6 +42,9 @@ def index(runtime: Runtime, job: JobRun) -> Mapping[str, Any]:
     if repo is None:
         return {"skipped": "the repository was removed"}
     service = runtime.get(SearchService)
+    if not service.owned_filter()(repo.id):
+        # Queued while this replica took over another's share, which is back now: its owner holds it.
+        return {"skipped": "another searcher replica owns it now"}
     if not service.needs_index(repo):
         return {"indexed": False}
 
@@ -62,7 +67,8 @@ def index_batch(runtime: Runtime, jobs: Sequence[JobRun]) -> Mapping[int, Mappin
     repos_service = runtime.get(RepoService)
     found = {job.id: repos_service.repo_by_id(int(job.payload["repo_id"])) for job in jobs}
     service = runtime.get(SearchService)
-    todo = [repo for repo in found.values() if repo is not None and service.needs_index(repo)]
+    mine = service.owned_filter()
+    todo = [repo for repo in found.values() if repo is not None and mine(repo.id) and service.needs_index(repo)]
     statuses = {status.repo: status for status in service.index_many(todo)} if todo else {}
     results: dict[int, Mapping[str, Any] | Exception | None] = {}
     for job in jobs:
@@ -98,6 +104,13 @@ def reconcile(runtime: Runtime, _job: JobRun) -> Mapping[str, Any]:
     return {"indexed": runtime.get(SearchService).reconcile()}
 
 
+def rebalance(runtime: Runtime, _job: JobRun) -> Mapping[str, Any]:
+    service = runtime.get(SearchService)
+    if not service.replica:
+        return {"skipped": "not a searcher replica"}
+    return service.rebalance()
+
+
 JOB_KINDS: list[JobKind] = [
     JobKind(
         "search.index",
@@ -111,6 +124,7 @@ JOB_KINDS: list[JobKind] = [
         delay=BATCH_WINDOW_SECONDS,
         per_runner=1,
         isolated=True,
+        placed=True,
     ),
     JobKind(
         "search.merge",
@@ -122,8 +136,9 @@ JOB_KINDS: list[JobKind] = [
         lease_seconds=1800.0,
         long_running=True,
         isolated=True,
+        placed=True,
     ),
-    JobKind("search.drop", drop, "remove a removed repository's shards", on=("repo.removed",), lock=LOCK),
+    JobKind("search.drop", drop, "remove a removed repository's shards", on=("repo.removed",), lock=LOCK, placed=True),
     JobKind(
         "search.reconcile",
         reconcile,
@@ -131,5 +146,14 @@ JOB_KINDS: list[JobKind] = [
         every=3600.0,
         lease_seconds=3600.0,
         isolated=True,
+        placed=True,
+    ),
+    JobKind(
+        "search.rebalance",
+        rebalance,
+        "a searcher replica's share: index what it now owns, drop what its new owner holds (in a cluster)",
+        every=REBALANCE_SECONDS,
+        lease_seconds=600.0,
+        placed=True,
     ),
 ]

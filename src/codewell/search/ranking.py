@@ -482,5 +482,5 @@ def rank(
             + (CODE_BONUS if code else 0.0)
             + base
         )
-        keys[id(f)] = (f.path_match, defines, quality, code, base)
+        keys[id(f)] = f.order = (f.path_match, defines, quality, code, base)
     files.sort(key=lambda f: keys[id(f)], reverse=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -56,7 +56,18 @@ class FileMatch:
     `line_number`, `line_text` and `line_match` answer without reading the other lines.
     """
 
-    __slots__ = ("_lines", "_source", "commit", "labels", "language", "path", "path_match", "repo", "score")
+    __slots__ = (
+        "_lines",
+        "_source",
+        "commit",
+        "labels",
+        "language",
+        "order",
+        "path",
+        "path_match",
+        "repo",
+        "score",
+    )
 
     def __init__(
         self,
@@ -81,6 +92,9 @@ class FileMatch:
         self.score = score
         # type:symbol matches: line number → what the line defines (`method Config.load`); empty for text matches.
         self.labels: dict[int, str] = {} if labels is None else labels
+        # The key its list was sorted by (ranking's tiers, or a symbol's closeness): answers from several
+        # searcher replicas merge into the order one process would give (search/cluster.py).
+        self.order: tuple[Any, ...] = ()
 
     @property
     def line_matches(self) -> list[LineMatch]:
@@ -165,6 +179,8 @@ class SearchResults:
     duration_ms: float = 0.0
     # The query said count:N or count:all: the text rendering then shows every collected match (render.py).
     count_given: bool = False
+    # Readable repositories a searcher replica that did not answer holds: the answer is partial without them.
+    unsearched: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -173,6 +189,7 @@ class SearchResults:
             "timedOut": self.timed_out,
             "skipped": self.skipped,
             "durationMs": round(self.duration_ms, 2),
+            **({"unsearched": self.unsearched} if self.unsearched else {}),
             "files": [
                 {
                     "repository": f.repo,

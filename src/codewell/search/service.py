@@ -30,9 +30,13 @@ from codewell.authz import Action, ensure
 from codewell.core.actors import INTERNAL, Actor
 from codewell.core.errors import InvalidInput, NotFound
 from codewell.core.processes import process_pool, stop_pool
+from codewell.jobs.placement import owner
+from codewell.jobs.service import JobService
 from codewell.repos.service import Repo, RepoService
+from codewell.search.cluster import Fanout, Reply, coverage, internal_token, merge_files, preferred_holders
 from codewell.search.index.bitmaps import bitmap_of
 from codewell.search.index.builder import SourceDoc, build_shard
+from codewell.search.index.integrity import mapping_problem
 from codewell.search.index.languages import LANGUAGES, language_of, normalize_language
 from codewell.search.index.manifest import Manifest, Stamp, new_shard_name
 from codewell.search.index.shard import DocSet, Shard, ShardFormatError, ShardRepo
@@ -44,6 +48,7 @@ from codewell.search.ranking import better_match_regexes, rank
 from codewell.search.results import FileMatch, IndexStatus, LineMatch, SearchResults
 from codewell.search.searcher import file_matches, gc_paused
 from codewell.search.symbols import DefinitionSpans, SymbolMatch, SymbolSource, name_matcher, symbol_order
+from codewell.search.wire import decode_ids, decode_results, decode_status, encode_actor, encode_ids
 
 if TYPE_CHECKING:
     from codewell.runtime import Runtime
@@ -90,6 +95,8 @@ INDEX_BATCH_REPOS = 256
 # Readable repositories without an index are named one by one up to this many; more are counted.
 _SKIPPED_DETAIL = 20
 _SKIPPED_TTL_SECONDS = 10.0
+# How often the open shards' files are compared with their mappings (~2 µs a file: a few hundred µs a second).
+_INTEGRITY_SECONDS = 1.0
 # Per view: readable-set masks and per-shard document sets kept for repeated queries of the same actors.
 _MASK_CACHE = 32
 _DOCSET_CACHE = 256
@@ -283,6 +290,7 @@ class SearchService:
         # Shards opened by this process, by directory name (kept while the manifest names them).
         self._loaded: dict[str, Shard] = {}
         self._current: _View | None = None
+        self._checked_at = time.monotonic()  # when the shards' files were last compared with their mappings
         self._unreadable: set[str] = set()
         self._skipped_cache: tuple[Any, float, list[Repo]] | None = None
         self._repo_cache: OrderedDict[str, Repo] = OrderedDict()
@@ -291,6 +299,10 @@ class SearchService:
         self._index_listeners: list[IndexListener] = []
         # Per-revision symbol tables for type:symbol and the definition tier of ranking (search/symbols.py).
         self._symbols: SymbolSource | None = None
+        # In a cluster: this process's replica name when it is a searcher (it answers over what it holds), and
+        # the web tier's client of the replicas otherwise (search/cluster.py).
+        self.replica = ""
+        self._fanout: Fanout | None = None
 
     def _pool(self) -> ProcessPoolExecutor | None:
         """Verification processes for exhaustive searches of big shards (started on first need)."""
@@ -302,11 +314,121 @@ class SearchService:
             return self._workers
 
     def close(self) -> None:
-        """Stop the verification processes."""
+        """Stop the verification processes and the replicas' client."""
         with self._lock:
             if self._workers is not None:
                 stop_pool(self._workers)
                 self._workers = None
+            if self._fanout is not None:
+                self._fanout.close()
+                self._fanout = None
+
+    # --- the cluster ------------------------------------------------------------------------------------
+
+    @property
+    def fans_out(self) -> bool:
+        """Searches go to the searcher replicas (a web or worker process of a cluster), not this data dir."""
+        return self.runtime.settings.clustered and not self.replica
+
+    def hold_locally(self, replica: str) -> None:
+        """Make this process the searcher replica `replica`: it answers over the shards it holds, and says
+        nothing of the repositories it does not hold (the web tier accounts for those)."""
+        self.replica = replica
+
+    def held(self) -> tuple[frozenset[int], dict[str, int]]:
+        """The repositories this process's shards hold now: their ids, and name → id."""
+        view = self._view()
+        return view.live_ids, {entry.name: rid for rid, (_, entry) in view.repos.items()}
+
+    def fanout(self) -> Fanout:
+        """The client of the searcher replicas (one per process, keeping connections open)."""
+        with self._lock:
+            if self._fanout is None:
+                self._fanout = Fanout(internal_token(self.runtime.secret_key()))
+            return self._fanout
+
+    def _search_replicas(self, actor: Actor, query: str, count: int | None, timeout: float | None) -> SearchResults:
+        started = time.monotonic()
+        q = parse_query(query)  # a malformed query is refused here, before anything is sent
+        limit = None if q.count_all else min(count or q.count or DEFAULT_COUNT, MAX_COUNT)
+        if q.count_all and count:
+            limit = count
+        deadline = started + (timeout if timeout is not None else q.timeout)
+        readable = np.fromiter(self.repos.readable_ids(actor), dtype=np.int64)
+        replicas = self.runtime.get(JobService).replicas()
+        body = {
+            "actor": encode_actor(actor),
+            "query": query,
+            "count": count,
+            "timeout": max(0.05, deadline - time.monotonic()),
+        }
+        replies = self.fanout().post_all(replicas, "/search", body, deadline) if replicas else []
+        answers: list[tuple[str, SearchResults, list[int]]] = []
+        held: dict[str, np.ndarray] = {}
+        failed: list[Reply] = []
+        for reply in replies:
+            try:
+                if reply.payload is None:
+                    raise ValueError(reply.error)
+                results, repo_ids, holds = decode_results(reply.payload)
+            except (KeyError, TypeError, ValueError):
+                failed.append(reply if reply.payload is None else Reply(reply.replica, None, "answered unreadably"))
+                continue
+            answers.append((reply.replica.name, results, repo_ids))
+            held[reply.replica.name] = holds
+        files, match_count, cut = merge_files(answers, preferred_holders(held), limit, limit or MAX_COUNT)
+        out = SearchResults(
+            files,
+            match_count,
+            cut or any(r.limit_hit for _, r, _ in answers),
+            any(r.timed_out for _, r, _ in answers),
+            [],
+            count_given=q.count_all or q.count is not None,
+        )
+        missing = coverage(readable, held)
+        if not replicas:
+            out.skipped.append("every repository: no searcher replica is alive, nothing was searched")
+            out.unsearched = sorted(ref.name for ref in self.repos.refs_of(actor, readable.tolist()).values())
+        elif missing.size:
+            unindexed = self._account_for_failures(actor, missing, failed, replicas, out)
+            out.skipped.extend(self._skipped(actor, _normalize_languages(q), frozenset(unindexed)))
+        out.duration_ms = (time.monotonic() - started) * 1000
+        return out
+
+    def _account_for_failures(
+        self, actor: Actor, missing: np.ndarray, failed: list[Reply], replicas: Sequence[Any], out: SearchResults
+    ) -> list[int]:
+        """Name the readable repositories that replicas which did not answer own (`out.unsearched`, with one
+        note per replica); return the other missing ones, which no replica holds yet (not indexed)."""
+        if not failed:
+            return [int(rid) for rid in missing.tolist()]
+        owners = [r.name for r in replicas if not r.draining]
+        down = {reply.replica.name: reply for reply in failed}
+        # A draining replica that is down may still have held anything that has not moved yet.
+        anything = any(reply.replica.draining for reply in failed)
+        lost: dict[str, list[int]] = {name: [] for name in down}
+        rest: list[int] = []
+        for rid in missing.tolist():
+            holder = owner(f"repo:{rid}", owners) if owners else None
+            if holder in down:
+                lost[holder].append(rid)
+            elif anything:
+                lost[next(n for n, r in down.items() if r.replica.draining)].append(rid)
+            else:
+                rest.append(rid)
+        refs = self.repos.refs_of(actor, [rid for ids in lost.values() for rid in ids])
+        for name, ids in lost.items():
+            names = sorted(refs[rid].name for rid in ids if rid in refs)
+            out.unsearched.extend(names)
+            shown = ", ".join(names[:_SKIPPED_DETAIL]) + (
+                f" and {len(names) - _SKIPPED_DETAIL} more" if len(names) > _SKIPPED_DETAIL else ""
+            )
+            why = down[name].error or "failed"
+            out.skipped.append(
+                f"searcher {name} {why}: {len(names)} repositories not searched" + (f" ({shown})" if names else "")
+            )
+        out.unsearched.sort()
+        return rest
 
     @classmethod
     def create(cls, runtime: Runtime) -> Self:
@@ -323,6 +445,8 @@ class SearchService:
     ) -> SearchResults:
         """Run `query` over the readable repositories; partial results are marked (limit_hit/timed_out)."""
         with gc_paused():
+            if self.fans_out:
+                return self._search_replicas(actor, query, count, timeout)
             return self._search(actor, query, count, timeout)
 
     def _search(self, actor: Actor, query: str, count: int | None, timeout: float | None) -> SearchResults:
@@ -412,12 +536,16 @@ class SearchService:
                 got = source.symbols(repo, commit, match, include, limit)
                 found.extend((repo.name, commit, s) for s in got or ())
         order = symbol_order([p.text for p in q.patterns() if not p.regex], case_sensitive=q.case_sensitive)
+        # Ties in repository-name order, whatever the shards' layout (merges change it; replicas each have their
+        # own): the same definitions in the same order from one process or from several replicas.
+        found.sort(key=lambda t: t[0])
         found.sort(key=lambda t: order(t[2]))
         files: dict[tuple[str, str], FileMatch] = {}
         for name, commit, s in found[:limit]:
             f = files.get((name, s.path))
             if f is None:
                 f = files[(name, s.path)] = FileMatch(name, s.path, commit, language_of(s.path))
+                f.order = order(s)
             if s.line not in f.labels:
                 f.labels[s.line] = s.label
                 f.line_matches.append(LineMatch(s.line, s.text, [(s.start, s.end)]))
@@ -520,6 +648,8 @@ class SearchService:
                 for rev in revisions:
                     targets.append(self._revision_target(actor, shard, entry, rev))
         targets.sort(key=lambda t: t.first)
+        if self.replica:
+            return targets, []  # a replica answers for what it holds; the web tier accounts for the rest
         return targets, self._skipped(actor, q, ids - view.live_ids)
 
     def _revision_target(self, actor: Actor, shard: Shard, entry: ShardRepo, rev: str) -> _Target:
@@ -610,7 +740,15 @@ class SearchService:
         stamp = self.manifest.stamp()
         current = self._current
         if current is not None and current.stamp == stamp:
-            return current
+            if time.monotonic() - self._checked_at < _INTEGRITY_SECONDS:
+                return current
+            self._checked_at = time.monotonic()
+            broken = {shard.path.name: problem for shard in current.shards if (problem := mapping_problem(shard))}
+            # A shard replaced by a new generation is deleted right after the manifest changes: only a shard the
+            # manifest still names, once its files were looked at, is damaged.
+            if not broken or self.manifest.stamp() != stamp:
+                return current if not broken else self._view()
+            self._drop_broken(current, broken)
         with self._lock:
             current = self._current
             if current is not None and current.stamp == stamp:
@@ -629,6 +767,33 @@ class SearchService:
             order = sorted(shards, key=lambda s: min((r.name for r in s.repos), default=""))
             self._current = _View.build(stamp, manifest, order)
             return self._current
+
+    def _drop_broken(self, view: _View, broken: dict[str, str]) -> None:
+        """Shards whose files were truncated or deleted under this process (docs/security.md, "Storage faults"):
+        never read through their mappings again (a truncated one is SIGBUS); their repositories leave the manifest
+        and are indexed again."""
+        ids: list[int] = []
+        for name, problem in broken.items():
+            log.warning(
+                "shard %s no longer matches its files (%s): dropped, its repositories are re-indexed", name, problem
+            )
+            ids.extend(rid for rid, (shard, _) in view.repos.items() if shard.path.name == name)
+        with self._lock:
+            for name in broken:
+                self._loaded.pop(name, None)
+                self._unreadable.add(name)
+            self._current = None
+
+        def forget(manifest: dict[int, str]) -> None:
+            for rid in ids:
+                if manifest.get(rid) in broken:
+                    del manifest[rid]
+
+        self.manifest.update(forget)
+        if ids:
+            self.runtime.get(JobService).enqueue_many(
+                "search.index", [(f"repo:{rid}", {"repo_id": rid}) for rid in ids], cause="shard damaged"
+            )
 
     def _open_shards(self, names: set[str], *, missing_ok: bool = False) -> list[Shard]:
         shards = []
@@ -878,6 +1043,73 @@ class SearchService:
             except Exception:
                 log.exception("index listener failed for %s", repo.name)
 
+    def owned_filter(self) -> Callable[[int], bool]:
+        """repository id → whether this process should hold its index: every one, except on a searcher
+        replica, which holds those it owns (jobs/placement.py)."""
+        if not self.replica:
+            return lambda _rid: True
+        owners = [r.name for r in self.runtime.get(JobService).replicas(fresh=True) if not r.draining]
+        me = self.replica
+        return lambda rid: owner(f"repo:{rid}", owners) == me
+
+    def rebalance(self) -> dict[str, int]:
+        """A searcher replica's share after a replica joined, left or drains (the job `search.rebalance`).
+
+        Queued jobs waiting for no live replica are placed on their owners; the repositories this replica owns
+        and lacks are indexed here; those it holds and no longer owns are dropped once their owner holds them,
+        so every repository stays answered while it moves. Removed repositories' shards go too.
+        """
+        jobs = self.runtime.get(JobService)
+        moved = jobs.retarget()
+        mine = self.owned_filter()
+        held, _names = self.held()
+        wanted: list[tuple[str, dict[str, Any]]] = []
+        existing: set[int] = set()
+        for repo in self.repos.readable(INTERNAL):
+            existing.add(repo.id)
+            if mine(repo.id) and repo.default_branch and self.needs_index(repo):
+                wanted.append((f"repo:{repo.id}", {"repo_id": repo.id, "name": repo.name}))
+        if wanted:
+            jobs.enqueue_many("search.index", wanted, cause="rebalance", target=self.replica)
+        gone = [rid for rid in held if rid not in existing]
+        leaving = [rid for rid in held if rid in existing and not mine(rid)]
+        handed = self._held_by_owners(leaving)
+        for rid in gone + handed:
+            self._forget(rid)
+        return {"retargeted": moved, "to_index": len(wanted), "dropped": len(gone) + len(handed)}
+
+    def _held_by_owners(self, ids: list[int]) -> list[int]:
+        """Of `ids`, those their owner replica already holds (asked over the internal API)."""
+        if not ids:
+            return []
+        replicas = [r for r in self.runtime.get(JobService).replicas() if not r.draining]
+        by_owner: dict[str, list[int]] = {}
+        for rid in ids:
+            found = owner(f"repo:{rid}", [r.name for r in replicas])
+            if found is not None:
+                by_owner.setdefault(found, []).append(rid)
+        done: list[int] = []
+        deadline = time.monotonic() + 10.0
+        for replica in replicas:
+            asked = by_owner.get(replica.name)
+            if not asked:
+                continue
+            (reply,) = self.fanout().post_all([replica], "/holdings", {"ids": encode_ids(asked)}, deadline)
+            if reply.payload is not None:
+                holds = set(decode_ids(str(reply.payload.get("held", ""))).tolist())
+                done.extend(rid for rid in asked if rid in holds)
+        return done
+
+    def _forget(self, repo_id: int) -> None:
+        with self._lock:
+            self._state.pop(repo_id, None)
+            self._state_version += 1
+
+        def forget(manifest: dict[int, str]) -> None:
+            manifest.pop(repo_id, None)
+
+        self.manifest.update(forget)
+
     def drop(self, repo: Repo) -> None:
         """Forget `repo`'s index (after the repository was removed): its documents are dead at once."""
         with self._lock:
@@ -895,9 +1127,33 @@ class SearchService:
         return self.index(self.repos.get(actor, name), workers=workers, force=force)
 
     def status(self, actor: Actor, name: str | None = None) -> list[IndexStatus]:
-        """Index status of the readable repositories (or of one)."""
+        """Index status of the readable repositories (or of one); in a cluster, as the replicas holding them say
+        (a repository no replica answers for is "not indexed")."""
         repos = [self.repos.get(actor, name)] if name else self.repos.readable(actor)
-        return [self._status_of(repo) for repo in sorted(repos, key=lambda r: r.name)]
+        if self.fans_out:
+            known = self._replica_status(actor, name)
+            return [
+                known.get(repo.name) or IndexStatus(repo.name, "not indexed", {})
+                for repo in sorted(repos, key=lambda r: r.name)
+            ]
+        statuses = [self._status_of(repo) for repo in sorted(repos, key=lambda r: r.name)]
+        if self.replica:
+            # A replica speaks for what it holds or works on; the web tier fills in the rest.
+            return [s for s in statuses if s.state != "not indexed"]
+        return statuses
+
+    def _replica_status(self, actor: Actor, name: str | None) -> dict[str, IndexStatus]:
+        replicas = self.runtime.get(JobService).replicas()
+        body = {"actor": encode_actor(actor), "name": name}
+        found: dict[str, IndexStatus] = {}
+        rank = {"indexed": 3, "indexing": 2, "failed": 1}
+        for reply in self.fanout().post_all(replicas, "/status", body, time.monotonic() + 10.0):
+            for row in (reply.payload or {}).get("statuses", []):
+                status = decode_status(row)
+                current = found.get(status.repo)
+                if current is None or rank.get(status.state, 0) > rank.get(current.state, 0):
+                    found[status.repo] = status
+        return found
 
     def _status_of(self, repo: Repo) -> IndexStatus:
         state, error = self._state.get(repo.id, ("", None))
@@ -935,7 +1191,10 @@ class SearchService:
         are indexed one by one so that one bad repository does not keep the others unsearchable.
         """
         stale: list[Repo] = []
+        mine = self.owned_filter()
         for repo in self.repos.readable(INTERNAL):
+            if not mine(repo.id):
+                continue  # another searcher replica's
             try:
                 if self.needs_index(repo):
                     stale.append(repo)

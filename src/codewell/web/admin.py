@@ -59,11 +59,15 @@ def _repos_context(runtime: Runtime, actor: Actor) -> dict[str, Any]:
         }
         for r in all_repos
     ]
+    config = runtime.config
     return {
         "repos": repos,
         "columns": [*columns, *stage_names],
         "source_errors": service.source_errors,
         "form": {},
+        # Who reads a repository registered without saying (issue #33): shown, and the add form's default.
+        "default_visibility": config.repos_default_visibility,
+        "auth_public": config.auth_public,
     }
 
 

@@ -15,7 +15,7 @@ from codewell.analytics.credits import CreditService
 from codewell.core.actors import INTERNAL
 from codewell.core.settings import Settings
 from codewell.core.tools import Endpoint
-from codewell.licensing import plans
+from codewell.licensing import keys, plans
 from codewell.runtime import Runtime
 from tests import cliprocess
 from tests.factories import auth_headers, make_token, make_user, set_site_config
@@ -101,8 +101,12 @@ def run(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_license_cli_shows_the_trial_and_refuses_bad_keys(runtime: Runtime, settings: Settings) -> None:
+    """This repository's build has no release key (a distributor sets it): the CLI says so first, runs the
+    trial, and can install no key."""
     shown = run(settings, "license", "show")
     assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[0] == f"note: {keys.NO_RELEASE_KEY}"
+    assert "release key: none in this build" in shown.stdout
     assert "plan: trial (trial)" in shown.stdout
     assert f"instance ID: {runtime.db.instance_id()}" in shown.stdout
     created = runtime.db.created_at()
@@ -110,13 +114,14 @@ def test_license_cli_shows_the_trial_and_refuses_bad_keys(runtime: Runtime, sett
     as_json = json.loads(run(settings, "license", "show", "--json").stdout)
     assert as_json["plan"] == "trial"
     assert as_json["features"] == sorted(plans.FEATURES)
-    # A key signed by the test pair is not one the release trusts: one clear message, audited.
+    assert as_json["releaseKey"] == {"present": False, "problem": keys.NO_RELEASE_KEY}
+    # No key verifies in a build without a release key: one clear message, audited.
     refused = run(settings, "license", "set", issue(runtime.db.instance_id()))
     assert refused.returncode == 1
-    assert "error: the license key's signature is not valid" in refused.stderr
-    assert "hint: " in refused.stderr
+    assert f"error: {keys.NO_RELEASE_KEY_REFUSAL}" in refused.stderr
+    assert "hint: run a release build of codewell" in refused.stderr
     entries = runtime.get(AuditService).list(INTERNAL, entity="licensing.key")
-    assert [(e.action, e.details["problem"]) for e in entries] == [("rejected", "invalid_signature")]
+    assert [(e.action, e.details["problem"]) for e in entries] == [("rejected", "no_release_key")]
     garbage = run(settings, "license", "set", "not-a-key")
     assert "error: the license key is not a codewell license key" in garbage.stderr
 

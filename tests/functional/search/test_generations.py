@@ -6,12 +6,15 @@ import gc
 import weakref
 from pathlib import Path
 
+import pytest
 from tests.gitfixtures import commit, make_repo, register_local_repo
 
 from codewell.core.actors import INTERNAL
 from codewell.core.settings import Settings
+from codewell.jobs.service import JobService
 from codewell.repos.service import RepoService
 from codewell.runtime import Runtime
+from codewell.search import service as search_service
 from codewell.search.service import SearchService
 
 
@@ -65,3 +68,26 @@ def test_an_index_dropped_by_another_process_is_noticed(tmp_path: Path, runtime:
     results = server.search(INTERNAL, "old_word")
     assert results.files == []
     assert results.skipped == ["local/gone: not indexed yet"]
+
+
+def test_a_shard_truncated_under_the_server_is_dropped_and_queued_for_indexing(
+    tmp_path: Path, runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = make_repo(tmp_path / "work", {"a.c": "int damaged_word = 1;\n"})
+    repo = register_local_repo(runtime, work, "local/damaged")
+    server = runtime.get(SearchService)
+    server.index(repo)
+    assert paths(server, "damaged_word") == ["a.c"]
+    shard = server.shard(repo)
+    assert shard is not None
+    # Another hand truncates the content file: reading it through the old mapping would be SIGBUS.
+    (shard.path / "content.bin").write_bytes(b"")
+    del shard
+    monkeypatch.setattr(search_service, "_INTEGRITY_SECONDS", 0.0)
+    found = server.search(INTERNAL, "damaged_word")
+    assert found.files == []
+    assert any("local/damaged" in note for note in found.skipped)  # named as not indexed, not silently gone
+    queued = runtime.get(JobService).list_jobs(INTERNAL, resource=f"repo:{repo.id}", limit=10)
+    assert ("search.index", "queued") in [(job.kind, job.state) for job in queued]
+    server.index(repo)  # the job's work: built again, searchable again
+    assert paths(server, "damaged_word") == ["a.c"]

@@ -18,7 +18,7 @@ from codewell.licensing import keys, plans
 from codewell.licensing.service import FeatureNotLicensed
 from codewell.runtime import Runtime
 from tests.factories import actor_of_user, make_user, set_site_config
-from tests.unit.licensing.testkeys import TEST_PUBLIC_KEY, Clock, issue, licensing
+from tests.unit.licensing.testkeys import TEST_PUBLIC_KEY, Clock, issue, license_tool, licensing
 
 pytestmark = pytest.mark.database
 
@@ -93,7 +93,7 @@ def _tampered_key(runtime: Runtime) -> str:
     head, _payload, signature = issue(runtime.db.instance_id(), plan="team").split(".")
     forged = keys.LicenseDocument("enterprise", "Acme Corp", runtime.db.instance_id(), None,
                                   datetime.now(UTC), datetime.now(UTC) + timedelta(days=999))  # fmt: skip
-    forged_payload = keys.sign(forged, Ed25519PrivateKey.generate()).split(".")[1]
+    forged_payload = license_tool.sign(forged, Ed25519PrivateKey.generate()).split(".")[1]
     return f"{head}.{forged_payload}.{signature}"
 
 
@@ -124,11 +124,17 @@ def test_bad_keys_are_refused_with_one_message_and_audited(
     assert service.status().plan.name == "trial"  # nothing installed
 
 
-def test_release_key_does_not_trust_test_keys(runtime: Runtime) -> None:
-    """The release verifier (built-in public key) refuses a key signed by the test pair."""
+def test_this_repositorys_build_trusts_no_key_and_the_verifier_trusts_only_its_own(runtime: Runtime) -> None:
+    """The source tree's release key file holds no key (a distributor sets it), so this build verifies no
+    license key, the test pair's included; a verifier with a key trusts that key only."""
+    release = keys.load_release_key()
+    assert (release.public_key, release.problem) == (None, keys.NO_RELEASE_KEY)
     with pytest.raises(keys.KeyProblem) as refused:
-        keys.verify_signature(issue("x"), keys.public_key_from_text(keys.RELEASE_PUBLIC_KEY))
-    assert refused.value.kind == "invalid_signature"
+        keys.verify_signature(issue("x"), release.public_key)
+    assert (refused.value.kind, refused.value.message) == ("no_release_key", keys.NO_RELEASE_KEY_REFUSAL)
+    with pytest.raises(keys.KeyProblem) as foreign:
+        keys.verify_signature(issue("x"), Ed25519PrivateKey.generate().public_key())
+    assert foreign.value.kind == "invalid_signature"
     assert keys.verify_signature(issue("x"), TEST_PUBLIC_KEY).instance_id == "x"
 
 
@@ -214,18 +220,32 @@ def test_32_concurrent_consumers_of_10_credits_exactly_10_succeed(runtime: Runti
 
 
 def test_maintainer_commands_generate_a_pair_and_sign_keys_it_verifies(tmp_path: Path) -> None:
-    private = tmp_path / "release.key"
+    private, public_file = tmp_path / "release.key", tmp_path / "release_key.pub"
     runner = CliRunner()
-    generated = runner.invoke(keys.main, ["generate", "--private-key", str(private)])
+    generated = runner.invoke(
+        license_tool.main, ["generate", "--private-key", str(private), "--public-key-file", str(public_file)]
+    )
     assert generated.exit_code == 0, generated.output
     assert private.stat().st_mode & 0o777 == 0o600
-    public_text = generated.output.strip().split('"')[1]
-    assert runner.invoke(keys.main, ["generate", "--private-key", str(private)]).exit_code != 0  # no overwrite
+    public_text = generated.output.strip()
+    assert public_file.read_text().strip() == public_text
+    again = runner.invoke(license_tool.main, ["public-key", "--private-key", str(private)])
+    assert again.output.strip() == public_text
+    assert runner.invoke(license_tool.main, ["generate", "--private-key", str(private)]).exit_code != 0  # no overwrite
     signed = runner.invoke(
-        keys.main,
+        license_tool.main,
         ["sign", "--private-key", str(private), "--plan", "team", "--licensee", "Acme", "--instance-id", "i-1",
          "--expires", "2099-01-01", "--feature", "mcp"],
     )  # fmt: skip
     assert signed.exit_code == 0, signed.output
-    document = keys.verify(signed.output.strip(), keys.public_key_from_text(public_text), "i-1", datetime.now(UTC))
+    release = keys.load_release_key(public_file)
+    document = keys.verify(signed.output.strip(), release.public_key, "i-1", datetime.now(UTC))
     assert (document.plan, document.licensee, document.features) == ("team", "Acme", {"mcp"})
+    assert document.expires_at == datetime(2099, 1, 1, tzinfo=UTC)
+    bad_expiry = runner.invoke(
+        license_tool.main,
+        ["sign", "--private-key", str(private), "--plan", "team", "--licensee", "Acme", "--instance-id", "i-1",
+         "--expires", "next year"],
+    )  # fmt: skip
+    assert bad_expiry.exit_code == 2
+    assert "--expires" in bad_expiry.output

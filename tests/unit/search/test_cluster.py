@@ -1,0 +1,136 @@
+"""The web tier's merge of searcher replicas' answers (search/cluster.py) and what travels between them
+(search/wire.py): one process's order, nothing counted twice while a repository moves, partial coverage."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from codewell.core.actors import ANONYMOUS, INTERNAL, Actor
+from codewell.jobs.placement import ranked
+from codewell.search.cluster import coverage, internal_token, merge_files, preferred_holders
+from codewell.search.results import FileMatch, LineMatch, SearchResults
+from codewell.search.wire import (
+    decode_actor,
+    decode_ids,
+    decode_results,
+    encode_actor,
+    encode_ids,
+    encode_results,
+)
+
+
+def _file(
+    repo: str, path: str, lines: int, order: tuple[object, ...], labels: dict[int, str] | None = None
+) -> FileMatch:
+    f = FileMatch(
+        repo, path, "c" * 40, "Go", [LineMatch(n + 1, f"line {n}", [(0, 4)]) for n in range(lines)], labels=labels
+    )
+    f.order = order
+    return f
+
+
+def _answer(
+    name: str, files: list[tuple[FileMatch, int]], *, limit_hit: bool = False
+) -> tuple[str, SearchResults, list[int]]:
+    results = SearchResults([f for f, _ in files], sum(f.line_count for f, _ in files), limit_hit, False, [])
+    return name, results, [rid for _, rid in files]
+
+
+def test_answers_merge_in_ranking_order_with_ties_by_repository_name() -> None:
+    a = _answer(
+        "s1",
+        [
+            (_file("org/b", "x.go", 2, (False, True, 2, True, 1.0)), 2),
+            (_file("org/d", "y.go", 1, (False, False, 1, True, 0.5)), 4),
+        ],
+    )
+    b = _answer(
+        "s2",
+        [
+            (_file("org/a", "z.go", 1, (False, False, 1, True, 0.5)), 1),
+            (_file("org/c", "w.go", 3, (True, False, 0, False, 0.0)), 3),
+        ],
+    )
+    files, count, cut = merge_files([a, b], {}, None, 1000)
+    assert [f.repo for f in files] == ["org/c", "org/b", "org/a", "org/d"]  # path match, definition, then ties by name
+    assert (count, cut) == (7, False)
+
+
+def test_a_page_is_filled_in_repository_name_order_then_ranked() -> None:
+    a = _answer(
+        "s1",
+        [
+            (_file("org/a", "1", 3, (False, False, 0, False, 0.1)), 1),
+            (_file("org/c", "3", 3, (False, True, 2, True, 9.0)), 3),
+        ],
+    )
+    b = _answer("s2", [(_file("org/b", "2", 3, (False, False, 2, True, 5.0)), 2)])
+    files, count, cut = merge_files([a, b], {}, 5, 5)
+    assert [f.repo for f in files] == ["org/b", "org/a"]  # org/c comes after the page is full, as one process
+    assert (count, cut) == (6, True)
+
+
+def test_symbol_definitions_come_first_by_closeness() -> None:
+    text = _file("org/a", "t.go", 1, (False, False, 2, True, 1.0))
+    far = _file("org/a", "s.go", 1, (2, 1, 4, "s.go"), labels={1: "func FooBar"})
+    near = _file("org/z", "s.go", 1, (0, 1, 4, "s.go"), labels={1: "func Foo"})
+    files, _, _ = merge_files([_answer("s1", [(text, 1), (far, 1)]), _answer("s2", [(near, 26)])], {}, None, 1000)
+    assert [(f.repo, f.path) for f in files] == [("org/z", "s.go"), ("org/a", "s.go"), ("org/a", "t.go")]
+
+
+def test_a_repository_held_twice_counts_once_from_its_preferred_holder() -> None:
+    held = {"s1": np.array([1, 2, 7]), "s2": np.array([3, 7]), "s3": np.array([4])}
+    preferred = preferred_holders(held)
+    assert preferred == {7: ranked("repo:7", ["s1", "s2"])[0]}
+    other = "s2" if preferred[7] == "s1" else "s1"
+    one = _answer(preferred[7], [(_file("org/g", "a", 2, (False, False, 0, False, 0.0)), 7)])
+    two = _answer(
+        other,
+        [
+            (_file("org/g", "a", 2, (False, False, 0, False, 0.0)), 7),
+            (_file("org/h", "b", 1, (False, False, 0, False, 0.0)), 8),
+        ],
+    )
+    files, count, _ = merge_files([one, two], preferred, None, 1000)
+    assert [(f.repo, f.path) for f in files] == [("org/g", "a"), ("org/h", "b")]
+    assert count == 3
+    assert preferred_holders({"s1": np.array([1])}) == {}
+
+
+def test_coverage_is_the_readable_repositories_no_replica_answered_for() -> None:
+    readable = np.array([1, 2, 3, 4, 5, 9])
+    assert coverage(readable, {"s1": np.array([1, 2]), "s2": np.array([4, 5, 6])}).tolist() == [3, 9]
+    assert coverage(readable, {}).tolist() == [1, 2, 3, 4, 5, 9]
+
+
+def test_what_travels_round_trips() -> None:
+    ids = [1, 5, 64, 9999]
+    assert decode_ids(encode_ids(ids)).tolist() == ids
+    assert decode_ids(encode_ids([])).tolist() == []
+    assert len(encode_ids(range(10_000))) < 2000
+    user = Actor.user(7, "ada", scopes=frozenset({"user:all"}), via="access_token", client="claude")
+    assert decode_actor(encode_actor(user)) == user
+    assert decode_actor(encode_actor(ANONYMOUS)) == ANONYMOUS
+    assert decode_actor(encode_actor(INTERNAL)) is INTERNAL  # `codewell search`, the service's own work
+    f = _file("org/a", "x.go", 2, (False, True, 2, True, 3.5), labels={2: "func X"})
+    results = SearchResults([f], 2, True, False, [], count_given=True)
+    decoded, repo_ids, held = decode_results(encode_results(results, {"org/a": 3}, [3, 4]))
+    assert decoded.files == [f]
+    assert decoded.files[0].order == f.order
+    assert (decoded.match_count, decoded.limit_hit, decoded.count_given) == (2, True, True)
+    assert (repo_ids, held.tolist()) == ([3], [3, 4])
+
+
+def test_the_internal_credential_depends_on_the_instance_secret() -> None:
+    assert internal_token(b"a" * 32) == internal_token(b"a" * 32)
+    assert internal_token(b"a" * 32) != internal_token(b"b" * 32)
+    assert len(internal_token(b"a" * 32)) == 64
+
+
+def test_definitions_are_cut_to_the_limit_over_all_replicas() -> None:
+    defs = [_file(f"org/{c}", "s.go", 1, (0, 1, 4, "s.go"), labels={1: "func F"}) for c in "abcd"]
+    a = _answer("s1", [(defs[0], 1), (defs[2], 3)])
+    b = _answer("s2", [(defs[1], 2), (defs[3], 4)])
+    files, count, cut = merge_files([a, b], {}, 3, 3)
+    assert [f.repo for f in files] == ["org/a", "org/b", "org/c"]
+    assert (count, cut) == (3, True)
