@@ -113,8 +113,10 @@ class Bench:
 
     def jobs_waiting(self) -> int:
         with psycopg.connect(self.url.replace("postgresql+psycopg", "postgresql")) as conn:
+            # Repository jobs waiting or running, and any job running (a replica's merge or rebalance): the
+            # queries are measured on a cluster at rest, not beside its own index builds.
             row = conn.execute(
-                "SELECT count(*) FROM jobs WHERE state IN ('queued', 'running') AND resource LIKE 'repo:%'"
+                "SELECT count(*) FROM jobs WHERE state = 'running' OR (state = 'queued' AND resource LIKE 'repo:%')"
             ).fetchone()
         return int(row[0]) if row else 0
 
@@ -185,6 +187,7 @@ def drain_phase(bench: Bench, names: list[str]) -> dict[str, Any]:
         args.limit,
     )
     seconds = time.monotonic() - started
+    bench.wait(lambda: bench.jobs_waiting() == 0, "the merges and indexes after the drain", args.limit)
     moved = args.repos - round(args.repos / args.searchers)
     print(f"drained {args.searchers - 1} replicas: {moved} repositories rebuilt by {names[0]} in {seconds:.0f} s")
     return {"seconds": round(seconds, 1), "repos_moved": moved, "repos_per_s": round(moved / seconds, 2)}

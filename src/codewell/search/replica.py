@@ -73,11 +73,14 @@ def replica_app(runtime: Runtime, name: str, calls: dict[str, ReplicaCall] | Non
         actor = decode_actor(body["actor"])
         count = body.get("count")
         timeout = body.get("timeout")
+        readable = body.get("readable")
         results = service.search(
             actor,
             str(body["query"]),
             count=int(count) if count is not None else None,
             timeout=float(timeout) if timeout is not None else None,
+            # Decided by the web tier for this actor: N replicas need not ask the database N more times.
+            readable=frozenset(decode_ids(str(readable)).tolist()) if readable is not None else None,
         )
         ids, names = service.held()
         return encode_results(results, names, ids)

@@ -303,6 +303,7 @@ class SearchService:
         # the web tier's client of the replicas otherwise (search/cluster.py).
         self.replica = ""
         self._fanout: Fanout | None = None
+        self._held_names: tuple[_View, dict[str, int]] | None = None
 
     def _pool(self) -> ProcessPoolExecutor | None:
         """Verification processes for exhaustive searches of big shards (started on first need)."""
@@ -338,7 +339,10 @@ class SearchService:
     def held(self) -> tuple[frozenset[int], dict[str, int]]:
         """The repositories this process's shards hold now: their ids, and name → id."""
         view = self._view()
-        return view.live_ids, {entry.name: rid for rid, (_, entry) in view.repos.items()}
+        cached = self._held_names
+        if cached is None or cached[0] is not view:
+            cached = self._held_names = (view, {entry.name: rid for rid, (_, entry) in view.repos.items()})
+        return view.live_ids, cached[1]
 
     def fanout(self) -> Fanout:
         """The client of the searcher replicas (one per process, keeping connections open)."""
@@ -358,6 +362,7 @@ class SearchService:
         replicas = self.runtime.get(JobService).replicas()
         body = {
             "actor": encode_actor(actor),
+            "readable": encode_ids(readable.tolist()),
             "query": query,
             "count": count,
             "timeout": max(0.05, deadline - time.monotonic()),
@@ -441,22 +446,38 @@ class SearchService:
     # --- search ----------------------------------------------------------------------------------
 
     def search(
-        self, actor: Actor, query: str, *, count: int | None = None, timeout: float | None = None
+        self,
+        actor: Actor,
+        query: str,
+        *,
+        count: int | None = None,
+        timeout: float | None = None,
+        readable: frozenset[int] | None = None,
     ) -> SearchResults:
-        """Run `query` over the readable repositories; partial results are marked (limit_hit/timed_out)."""
+        """Run `query` over the readable repositories; partial results are marked (limit_hit/timed_out).
+
+        `readable`: the actor's readable repository ids when the caller already has them (a searcher replica
+        gets them from the web tier with the query, so that N replicas do not each ask the database again)."""
         with gc_paused():
             if self.fans_out:
                 return self._search_replicas(actor, query, count, timeout)
-            return self._search(actor, query, count, timeout)
+            return self._search(actor, query, count, timeout, readable)
 
-    def _search(self, actor: Actor, query: str, count: int | None, timeout: float | None) -> SearchResults:
+    def _search(
+        self,
+        actor: Actor,
+        query: str,
+        count: int | None,
+        timeout: float | None,
+        readable: frozenset[int] | None = None,
+    ) -> SearchResults:
         started = time.monotonic()
         q = _normalize_languages(parse_query(query))
         limit = None if q.count_all else min(count or q.count or DEFAULT_COUNT, MAX_COUNT)
         if q.count_all and count:
             limit = count
         deadline = started + (timeout if timeout is not None else q.timeout)
-        targets, skipped = self._targets(actor, q)
+        targets, skipped = self._targets(actor, q, readable)
         symbol_files: list[FileMatch] = []
         if q.type == "symbol":
             # Definitions whose name matches come first; then the same terms as text, in the usual order.
@@ -612,14 +633,16 @@ class SearchService:
                 results.timed_out = True
                 break
 
-    def _targets(self, actor: Actor, q: Query) -> tuple[list[_Target], list[str]]:
+    def _targets(
+        self, actor: Actor, q: Query, readable: frozenset[int] | None = None
+    ) -> tuple[list[_Target], list[str]]:
         """The shards to search with their documents, and messages about readable repos that were skipped.
 
         Everything per repository is a numpy mask over all of the view's repositories (readable, live, the
         `repo:` filters); Python loops run per shard, and per repository only for `repo:name@rev` targets.
         """
         view = self._view()
-        ids = self.repos.readable_ids(actor)
+        ids = self.repos.readable_ids(actor) if readable is None else readable
         selected = view.readable(ids)
         for pattern in q.exclude_repos:
             selected &= ~view.named(pattern)
