@@ -19,7 +19,7 @@ import hmac
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
@@ -89,6 +89,9 @@ class Fanout:
     def post_all(self, replicas: Sequence[Replica], path: str, body: Mapping[str, Any], deadline: float) -> list[Reply]:
         """`body` to every replica's `path`; each reply, or why there is none, in the replicas' order."""
         data = orjson.dumps(body)
+        if len(replicas) == 1:
+            # One replica: asked from this thread (a pool hand-off costs more than the request's own overhead).
+            return [self._one(replicas[0], path, data, deadline)]
         futures: list[Future[Mapping[str, Any]]] = [
             self._pool.submit(self._post, replica, path, data, deadline) for replica in replicas
         ]
@@ -107,6 +110,14 @@ class Fanout:
             except requests.RequestException as exc:
                 replies.append(Reply(replica, None, _transport_reason(exc)))
         return replies
+
+    def _one(self, replica: Replica, path: str, data: bytes, deadline: float) -> Reply:
+        try:
+            return Reply(replica, self._post(replica, path, data, deadline))
+        except ReplicaError as exc:
+            return Reply(replica, None, str(exc))
+        except requests.RequestException as exc:
+            return Reply(replica, None, _transport_reason(exc))
 
     def _post(self, replica: Replica, path: str, data: bytes, deadline: float) -> Mapping[str, Any]:
         remaining = max(0.05, deadline - time.monotonic()) + TRANSPORT_GRACE_SECONDS
@@ -167,10 +178,12 @@ def merge_files(
     preferred: Mapping[int, str],
     limit: int | None,
     symbol_limit: int,
+    rank_text: Callable[[list[FileMatch]], None],
 ) -> tuple[list[FileMatch], int, bool]:
     """Merge replicas' files into one process's order: definitions of `type:symbol` first (by closeness), then
-    the rest by ranking's tiers, ties in repository-name order. With a `limit`, files are taken in
-    repository-name order until it is reached, as one process collects them, and only then ranked; of the
+    the rest as `rank_text` sorts them (ranking's tiers; ties keep repository-name order). With a `limit`, files
+    are taken in repository-name order until it is reached, as one process collects them, and only those are
+    ranked, once, here (the replicas do not rank: N pages ranked to keep one was N times the work); of the
     definitions, those of the first `symbol_limit` files.
 
     Returns (files, the match count, whether the limit cut anything)."""
@@ -195,7 +208,7 @@ def merge_files(
                 text = text[:k]
                 break
             lines += f.line_count
-    text.sort(key=lambda f: f.order, reverse=True)
+    rank_text(text)
     symbols.sort(key=lambda f: f.repo)
     symbols.sort(key=lambda f: f.order)
     # One process keeps the first `limit` definitions of all; each replica kept its own first `limit`.

@@ -81,6 +81,7 @@ def replica_app(runtime: Runtime, name: str, calls: dict[str, ReplicaCall] | Non
             timeout=float(timeout) if timeout is not None else None,
             # Decided by the web tier for this actor: N replicas need not ask the database N more times.
             readable=frozenset(decode_ids(str(readable)).tolist()) if readable is not None else None,
+            ranked=bool(body.get("rank", True)),
         )
         ids, names = service.held()
         return encode_results(results, names, ids)

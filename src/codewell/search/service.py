@@ -362,6 +362,7 @@ class SearchService:
         replicas = self.runtime.get(JobService).replicas()
         body = {
             "actor": encode_actor(actor),
+            "rank": False,  # ranked here, once, over the merged page
             "readable": encode_ids(readable.tolist()),
             "query": query,
             "count": count,
@@ -381,7 +382,12 @@ class SearchService:
                 continue
             answers.append((reply.replica.name, results, repo_ids))
             held[reply.replica.name] = holds
-        files, match_count, cut = merge_files(answers, preferred_holders(held), limit, limit or MAX_COUNT)
+        terms = [p.text for p in q.patterns() if not p.regex]
+
+        def rank_text(files: list[FileMatch]) -> None:
+            rank(files, terms, case_sensitive=q.case_sensitive, definitions=self._definition_spans(files))
+
+        files, match_count, cut = merge_files(answers, preferred_holders(held), limit, limit or MAX_COUNT, rank_text)
         out = SearchResults(
             files,
             match_count,
@@ -453,15 +459,17 @@ class SearchService:
         count: int | None = None,
         timeout: float | None = None,
         readable: frozenset[int] | None = None,
+        ranked: bool = True,
     ) -> SearchResults:
         """Run `query` over the readable repositories; partial results are marked (limit_hit/timed_out).
 
         `readable`: the actor's readable repository ids when the caller already has them (a searcher replica
-        gets them from the web tier with the query, so that N replicas do not each ask the database again)."""
+        gets them from the web tier with the query, so that N replicas do not each ask the database again).
+        `ranked=False` leaves the text matches in repository-name order (the web tier ranks the merged page)."""
         with gc_paused():
             if self.fans_out:
                 return self._search_replicas(actor, query, count, timeout)
-            return self._search(actor, query, count, timeout, readable)
+            return self._search(actor, query, count, timeout, readable, ranked)
 
     def _search(
         self,
@@ -470,6 +478,7 @@ class SearchService:
         count: int | None,
         timeout: float | None,
         readable: frozenset[int] | None = None,
+        ranked: bool = True,
     ) -> SearchResults:
         started = time.monotonic()
         q = _normalize_languages(parse_query(query))
@@ -517,12 +526,13 @@ class SearchService:
                 results.timed_out |= extra.timed_out and time.monotonic() >= deadline
                 if results.timed_out or extra.limit_hit or time.monotonic() >= refine_deadline:
                     break  # a full page of the better form is enough to rank from
-        rank(
-            results.files,
-            [p.text for p in q.patterns() if not p.regex],
-            case_sensitive=q.case_sensitive,
-            definitions=self._definition_spans(results.files),
-        )
+        if ranked:
+            rank(
+                results.files,
+                [p.text for p in q.patterns() if not p.regex],
+                case_sensitive=q.case_sensitive,
+                definitions=self._definition_spans(results.files),
+            )
         if symbol_files:
             defined = {(f.repo, f.path) for f in symbol_files}
             results.files = symbol_files + [f for f in results.files if (f.repo, f.path) not in defined]
