@@ -49,7 +49,7 @@ from codewell.search.service import SearchService
 HERE = Path(__file__).parent
 RESULTS = HERE / ".results"
 TASKS = HERE / "agents_tasks.json"
-BENCH_DIR = Path("/var/tmp/codewell-bench/agents")
+BENCH_DIR = Path(os.environ.get("CODEWELL_BENCH_DIR", "/var/tmp/codewell-bench")) / "agents"
 SITE = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "bench",
@@ -168,7 +168,10 @@ def main() -> None:  # noqa: PLR0915
         wire(runtime)
         repos = runtime.get(RepoService)
         build_seconds = 0.0
-        for package in spec["packages"]:
+        # Only the repositories the selected tasks name (all of them unless --only narrows the tasks).
+        wanted = {t["repo"] for t in tasks}
+        packages = [p for p in spec["packages"] if f"pypi/{p['name']}" in wanted]
+        for package in packages:
             name = f"pypi/{package['name']}"
             path = corpus_repo(package)
             if fresh:
@@ -178,7 +181,7 @@ def main() -> None:  # noqa: PLR0915
                 build_seconds += time.perf_counter() - t
         actor = INTERNAL
         # Warm-up (first loads of shards, symbol tables, nls indexes), not timed.
-        for package in spec["packages"]:
+        for package in packages:
             retrieve(runtime, actor, "parse", scope=repos.resolve(actor, f"pypi/{package['name']}"))
         rows: list[dict[str, Any]] = []
         for task in tasks:

@@ -41,7 +41,7 @@ from codewell.core.settings import Settings
 from codewell.runtime import Runtime
 
 OUT = Path(__file__).with_name(".results")
-WORK = Path("/var/tmp/codewell-bench/analytics")
+WORK = Path(os.environ.get("CODEWELL_BENCH_DIR", "/var/tmp/codewell-bench")) / "analytics"
 YEAR_START = datetime(2025, 1, 1, tzinfo=UTC)
 CLIENTS = ["web", "claude-code/2.1.3", "cursor/1.2", "vscode/1.96", "codex/0.3", "rest"]
 LANGUAGES = ["Go", "Python", "TypeScript", "Java", "C++", "Rust", "Ruby", ""]
@@ -321,6 +321,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=5_000_000)
     parser.add_argument("--users", type=int, default=10_000)
     parser.add_argument("--reuse", action="store_true", help="time the reports on the previous run's data")
+    parser.add_argument("--record-calls", type=int, default=200_000, help="record_usage calls timed")
     args = parser.parse_args()
     runtime = open_runtime(args.database_url, reuse=args.reuse)
     engine = runtime.db.engine.dialect.name
@@ -371,7 +372,7 @@ def main() -> None:
         registry["report"] = "user-registry"
         print(f"{'user-registry':42} {registry['seconds']:6.2f} s  {registry['rows']:>9,} rows")
         results.append(registry)
-    cost = record_cost(runtime)
+    cost = record_cost(runtime, args.record_calls)
     print(
         f"record_usage: {cost['record_usage_us']} µs per call (empty call {cost['empty_call_us']} µs; adds"
         f" {cost['added_us']} µs = {cost['added_us'] / cost['budget_us']:.3f} of the 200 µs budget)"

@@ -35,9 +35,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
 import psycopg
+from psycopg import sql
 
 import corpus
 from scale_bench import (
@@ -297,7 +299,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         popen.terminate()
     results["stop"] = bench.cluster.stop()
     results["stop"]["searcher_exit_codes"] = [popen.wait(60) for _, popen in bench.replicas.values()]
+    drop_postgres(args.postgres, args.pg_database)  # a bench leaves no database behind
     return results
+
+
+def drop_postgres(url: str, name: str) -> None:
+    parts = urlsplit(url)
+    admin = urlunsplit(("postgresql", parts.netloc, parts.path or "/postgres", parts.query, ""))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 def _owner(key: str, replicas: list[str]) -> str:

@@ -68,6 +68,24 @@ def commit_folder(root: Path) -> None:
         subprocess.run(["git", *args], cwd=root, check=True, env={**env, "PATH": "/usr/bin:/bin"})
 
 
+def copy_sources(corpus: Path, express: Path | None, *, smoke: bool) -> dict[str, Path]:
+    """The repositories' folders under `corpus` (with --smoke: click and codewell's bench/ only)."""
+    # This file itself is left out of codewell's copy: its questions would answer themselves.
+    ignore = shutil.ignore_patterns("__pycache__", "*.so", ".results", Path(__file__).name)
+    sources: dict[str, Path] = {}
+    for name, package in ({"pallets/click": "click"} if smoke else PACKAGES).items():
+        sources[name] = corpus / package
+        shutil.copytree(SITE / package, sources[name] / package, ignore=ignore)
+    if express is not None and not smoke:
+        sources["expressjs/express"] = corpus / "express"
+        shutil.copytree(express, sources["expressjs/express"], ignore=ignore)
+    own = sources["codewell/codewell"] = corpus / "codewell"
+    if not smoke:
+        shutil.copytree(PROJECT / "src", own / "src", ignore=ignore)
+    shutil.copytree(PROJECT / "bench", own / "bench", ignore=ignore)
+    return sources
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--express", type=Path, default=next((p for p in EXPRESS_GUESSES if p.is_dir()), None))
@@ -75,20 +93,10 @@ def main() -> None:
     parser.add_argument(
         "--show", type=int, action="append", default=[], help="print the answer to question N (0-based)"
     )
+    parser.add_argument("--smoke", action="store_true", help="smallest run: click and codewell's bench/ only")
     args = parser.parse_args()
-    # This file itself is left out of codewell's copy: its questions would answer themselves.
-    ignore = shutil.ignore_patterns("__pycache__", "*.so", ".results", Path(__file__).name)
     with tempfile.TemporaryDirectory() as tmp:
-        sources: dict[str, Path] = {}
-        for name, package in PACKAGES.items():
-            sources[name] = Path(tmp) / "corpus" / package
-            shutil.copytree(SITE / package, sources[name] / package, ignore=ignore)
-        if args.express is not None:
-            sources["expressjs/express"] = Path(tmp) / "corpus" / "express"
-            shutil.copytree(args.express, sources["expressjs/express"], ignore=ignore)
-        own = sources["codewell/codewell"] = Path(tmp) / "corpus" / "codewell"
-        shutil.copytree(PROJECT / "src", own / "src", ignore=ignore)
-        shutil.copytree(PROJECT / "bench", own / "bench", ignore=ignore)
+        sources = copy_sources(Path(tmp) / "corpus", args.express, smoke=args.smoke)
         data = Path(tmp) / "data"
         data.mkdir()
         runtime = Runtime.open(Settings.from_env({}, data_dir=data, database_url=f"sqlite:///{data}/codewell.db"))

@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -67,14 +68,9 @@ def reference_python(venv: Path) -> Path:
     return python
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--venv", type=Path, default=Path("/var/tmp/codewell-minilm-ref"))
-    parser.add_argument("--fixture", action="store_true", help="rewrite the test fixture's reference vectors")
-    args = parser.parse_args()
-    sentences: list[str] = json.loads(SENTENCES.read_text())
-    texts = code_chunks(100) + sentences
-    python = reference_python(args.venv)
+def run_reference(venv: Path, texts: list[str]) -> tuple[dict[str, Any], np.ndarray]:
+    """sentence-transformers' vectors of `texts` in the reference venv, and its figures (CPU seconds)."""
+    python = reference_python(venv)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "reference.npy"
         run = subprocess.run(
@@ -88,6 +84,24 @@ def main() -> None:
             sys.exit(f"the reference failed:\n{run.stderr}")
         reference_stats = json.loads(run.stdout.strip().splitlines()[-1])
         reference = np.load(out)
+    return reference_stats, reference
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--venv", type=Path, default=Path("/var/tmp/codewell-minilm-ref"))
+    parser.add_argument("--fixture", action="store_true", help="rewrite the test fixture's reference vectors")
+    parser.add_argument(
+        "--kept", action="store_true", help="no torch: the test sentences against the kept reference vectors only"
+    )
+    args = parser.parse_args()
+    sentences: list[str] = json.loads(SENTENCES.read_text())
+    if args.kept:
+        texts, reference = sentences, np.load(FIXTURE)
+        reference_stats: dict[str, Any] = {"max_seq_length": None, "cpu_seconds": float("nan")}
+    else:
+        texts = code_chunks(100) + sentences
+        reference_stats, reference = run_reference(args.venv, texts)
     encoder = Encoder.load()
     start = time.process_time()
     ours = encoder.encode(texts)

@@ -110,17 +110,17 @@ def _key(results: NlsResults) -> list[tuple[str, int, int, float]]:
 
 
 def _shown(results: NlsResults) -> list[tuple[str, int, list[str]]]:
-    return [(h.path, h.start, h.lines) for h in nls_service._shown(results.hits, results.limit)]
+    return [(h.path, h.start, h.lines) for h in nls_service.shown_hits(results.hits, results.limit)]
 
 
 def _shown_scores(results: NlsResults) -> list[float]:
-    return [round(h.score, 9) for h in nls_service._shown(results.hits, results.limit)]
+    return [round(h.score, 9) for h in nls_service.shown_hits(results.hits, results.limit)]
 
 
 def _shown_up_to_ties(results: NlsResults) -> list[tuple[float, frozenset[tuple[str, int]]]]:
     """The shown hits as groups of equal score (the order inside a group is the tie-break's)."""
     groups: dict[float, set[tuple[str, int]]] = {}
-    for h in nls_service._shown(results.hits, results.limit):
+    for h in nls_service.shown_hits(results.hits, results.limit):
         groups.setdefault(round(h.score, 9), set()).add((h.path, h.start))
     return [(score, frozenset(group)) for score, group in groups.items()]
 

@@ -316,7 +316,10 @@ def tail(path: Path, lines: int = 20) -> str:
 
 
 def admin_token(server: Server) -> str:
-    found = re.search(r"access token: (\S+)", server.log.read_text(errors="replace"))
+    """The admin token printed at first start: by this server, or by whichever process of the cluster started on
+    the same new database at the same moment and made the admin first (a worker may win that race)."""
+    logs = [server.log, *sorted(p for p in server.log.parent.glob("*.log") if p != server.log)]
+    found = next((m for log in logs if (m := re.search(r"access token: (\S+)", log.read_text(errors="replace")))), None)
     if not found:
         sys.exit(f"no access token in {server.log} (the data dir must be fresh):\n{tail(server.log)}")
     return found.group(1)

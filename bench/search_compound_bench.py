@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -31,7 +32,7 @@ from codewell.search.render import render_results
 from codewell.search.service import SearchService
 
 RG = str(Path(sys.executable).with_name("rg"))
-CORPUS = Path("/var/tmp/codewell-bench/linux-many")
+CORPUS = Path(os.environ.get("CODEWELL_BENCH_DIR", "/var/tmp/codewell-bench")) / "linux-many"
 RARE = "ftrace_graph_ret_addr"
 COMMON = "mutex_lock"
 

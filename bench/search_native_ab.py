@@ -4,11 +4,12 @@ Blocks of ripgrep, ours with the kernels and ours without them, interleaved 7 ti
 machine drift hits all three), plus each mode timed right after a ripgrep run. Then the same query right
 after ripgrep, after a 50 ms and a 1 ms sleep, and back to back: if a sleep costs as much as ripgrep, the
 interleaved figure measures the machine waking up, not the query.
-Run after bench/search_bench.py has built the shard: python bench/search_native_ab.py
+Run after bench/search_bench.py has built the shard: python bench/search_native_ab.py [--blocks 7]
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 from pathlib import Path
@@ -22,11 +23,16 @@ RG_ARGS = ["-i", "-F", "mutex_lock", "fs/ext4"]
 
 
 def main() -> None:
-    shard = Shard.open(Path("/var/tmp/codewell-bench/search-shard"))
-    repo = Path("/var/tmp/codewell-bench/linux")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shard", type=Path, default=Path("/var/tmp/codewell-bench/search-shard"))
+    parser.add_argument("--repo", type=Path, default=Path("/var/tmp/codewell-bench/linux"))
+    parser.add_argument("--blocks", type=int, default=7, help="interleaved blocks (1 for a smoke run)")
+    args = parser.parse_args()
+    shard = Shard.open(args.shard)
+    repo = args.repo
     modes = ("rg", "kernels", "python", "kernels after rg", "python after rg")
     rows: dict[str, list[float]] = {mode: [] for mode in modes}
-    for _ in range(7):
+    for _ in range(args.blocks):
         rg_lines(repo, RG_ARGS)
         rows["rg"] += [rg_lines(repo, RG_ARGS)[1] for _ in range(9)]
         for mode in ("kernels", "python"):
@@ -37,7 +43,7 @@ def main() -> None:
                 rg_lines(repo, RG_ARGS)
                 rows[f"{mode} after rg"].append(ours(shard, QUERY)[1])
     native.ENABLED = True
-    for _ in range(15):
+    for _ in range(2 * args.blocks + 1):
         rg_lines(repo, RG_ARGS)
         rows.setdefault("right after rg", []).append(ours(shard, QUERY)[1])
         time.sleep(0.05)

@@ -10,6 +10,8 @@ ensure_system_packages() {
   command -v xmlsec1 >/dev/null || missing+=(xmlsec1)
   # Real MCP clients and a real OpenID Provider come from the npm registry; the tests need them, never skip.
   command -v npm >/dev/null || missing+=(nodejs npm)
+  # bench/codenav_c_bench.py's ground truth (GNU Global), run in its small mode by tests/bench.
+  command -v gtags >/dev/null || missing+=(global)
   if [ ${#missing[@]} -gt 0 ]; then
     as_root apt-get update -qq
     DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${missing[@]}" >/dev/null

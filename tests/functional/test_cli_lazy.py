@@ -16,7 +16,7 @@ from codewell.cli.lazy import SHORT_HELP_LIMIT, LazyGroup
 from codewell.cli.main import COMMANDS
 
 BENCH = Path(__file__).parents[2] / "bench" / "cli_bench.py"
-FOUNDATION = ("serve", "db", "config", "searcher")
+FOUNDATION = ("serve", "db", "config", "searcher", "read", "definition", "references", "login", "logout")
 
 
 def test_the_command_table_is_the_capabilities_commands() -> None:

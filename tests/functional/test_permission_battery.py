@@ -250,6 +250,7 @@ SIGNED_IN = "401 ok ok 403 ok"
 ADMIN = "401 403 403 403 ok"
 ADMIN_ANALYTICS = "401 403 403 ok ok"  # instance-wide analytics: site admins, and their analytics tokens
 MCP = "401 ok 403 403 ok"
+HIDDEN_NAV = "401 404 404 403 404"
 # Sign-in providers that are not configured refuse every caller (ProviderGone).
 PROVIDER_GONE = "403 403 403 403 403"  # MCP#ACCESS: alice through her custom role, the admin implicitly
 TODAY = "2026-01-01"
@@ -427,6 +428,12 @@ ROWS: list[Row] = [
     Row("GET", "/.api/history/contributors", SIGNED_IN, query="authors=nobody"),
     # SCIP uploads (codenav): site admins only, refused before the repository is looked at; the admin's body
     # here (`{}`) is not a SCIP index, for a private repository as for a public one.
+    # Navigation: readers of the repository; a hidden one is 404 like a missing one (for the admin too: the
+    # battery builds no symbols of acme/secret, and an unindexed revision is 404).
+    Row("GET", "/.api/codenav/definition", SIGNED_IN, query="repo=acme/app&path=app/main.py&symbol=helper"),
+    Row("GET", "/.api/codenav/definition", HIDDEN_NAV, query="repo=acme/secret&path=s.txt&symbol=secret"),
+    Row("GET", "/.api/codenav/references", SIGNED_IN, query="repo=acme/app&path=app/util.py&symbol=helper"),
+    Row("GET", "/.api/codenav/references", HIDDEN_NAV, query="repo=acme/secret&path=s.txt&symbol=secret"),
     Row("POST", "/.api/codeintel/upload", "401 403 403 403 400", query="repo=acme/app&commit=main"),
     Row("POST", "/.api/codeintel/upload", "401 403 403 403 400", query="repo=acme/secret&commit=main"),
     Row("POST", "/.api/codeintel/upload", "401 403 403 403 404", query="repo=acme/missing&commit=main"),
@@ -442,6 +449,8 @@ ROWS: list[Row] = [
     Row("GET", "/{repo:repo}/-/blob/{path:path}", "401 404 404 403 ok", fixed(repo="acme/secret", path="s.txt")),
     Row("GET", "/{repo:repo}/-/raw/{path:path}", SIGNED_IN, fixed(repo="acme/app", path="app/util.py")),
     Row("GET", "/{repo:repo}/-/raw/{path:path}", "401 404 404 403 ok", fixed(repo="acme/secret", path="s.txt")),
+    Row("GET", "/{repo:repo}/-/files", SIGNED_IN, fixed(repo="acme/app")),
+    Row("GET", "/{repo:repo}/-/files", "401 404 404 403 ok", fixed(repo="acme/secret")),
     # code navigation pages (#19): acme/secret's s.txt defines nothing, so even its admin gets "no definition" 404
     # there (tests/functional/web/test_code_navigation.py covers the owner's 200/303 on a private repository).
     Row("GET", "/{repo:repo}/-/definition", SIGNED_IN, fixed(repo="acme/app"), query="path=app/main.py&symbol=helper"),

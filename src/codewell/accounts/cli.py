@@ -10,16 +10,12 @@ import sys
 
 import click
 
-from codewell.accounts.audit import AuditService
-from codewell.accounts.credentials import CredentialService
-from codewell.accounts.permissions import PERMISSIONS
-from codewell.accounts.roles import RoleService
-from codewell.accounts.service import AccountService
-from codewell.accounts.tokens import SCOPES, TokenService
 from codewell.clikit import handle_errors, open_runtime
 from codewell.core.actors import INTERNAL
-from codewell.db.base import utcnow
-from codewell.repos.service import RepoService
+
+# accounts.tokens.SCOPES by name, spelled here so that `--help` need not import the database layer
+# (tests/functional/test_cli_remote.py keeps the two equal).
+TOKEN_SCOPES = ("mcp", "site-admin:sudo", "user:all")
 
 
 def _flag(value: bool) -> str:
@@ -51,6 +47,9 @@ def users_create(
     password_stdin: bool,
 ) -> None:
     """Create a user; prints a password reset link unless --password-stdin or --service-account."""
+    from codewell.accounts.credentials import CredentialService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+    from codewell.accounts.service import AccountService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     runtime = open_runtime(ctx)
     password = sys.stdin.readline().rstrip("\n") if password_stdin else None
     user = runtime.get(AccountService).create_user(
@@ -76,6 +75,9 @@ def users_create(
 @handle_errors
 def users_list(ctx: click.Context, query: str, as_json: bool) -> None:
     """List users."""
+    from codewell.accounts.roles import RoleService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+    from codewell.accounts.service import AccountService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     runtime = open_runtime(ctx)
     found = runtime.get(AccountService).list_users(INTERNAL, query, limit=10000)
     if as_json:
@@ -95,6 +97,8 @@ def users_list(ctx: click.Context, query: str, as_json: bool) -> None:
 @handle_errors
 def users_set_admin(ctx: click.Context, username: str, value: str) -> None:
     """Make USERNAME a site admin (true) or not (false); the last site admin cannot be demoted."""
+    from codewell.accounts.service import AccountService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     accounts = open_runtime(ctx).get(AccountService)
     user = accounts.set_site_admin(INTERNAL, accounts.get_by_username(username).id, value == "true")
     click.echo(f"{user.username}: site admin {_flag(user.site_admin)}")
@@ -106,6 +110,8 @@ def users_set_admin(ctx: click.Context, username: str, value: str) -> None:
 @handle_errors
 def users_delete(ctx: click.Context, username: str) -> None:
     """Delete USERNAME with its tokens, sessions, e-mails, roles and repository grants."""
+    from codewell.accounts.service import AccountService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     accounts = open_runtime(ctx).get(AccountService)
     accounts.delete_user(INTERNAL, accounts.get_by_username(username).id)
     click.echo(f"deleted user {username}")
@@ -117,6 +123,9 @@ def users_delete(ctx: click.Context, username: str) -> None:
 @handle_errors
 def users_reset_link(ctx: click.Context, username: str) -> None:
     """Print a one-time password reset link for USERNAME."""
+    from codewell.accounts.credentials import CredentialService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+    from codewell.accounts.service import AccountService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     runtime = open_runtime(ctx)
     user = runtime.get(AccountService).get_by_username(username)
     click.echo(runtime.get(CredentialService).password_reset_link(INTERNAL, user.id))
@@ -128,6 +137,9 @@ def users_reset_link(ctx: click.Context, username: str) -> None:
 @handle_errors
 def users_unlock(ctx: click.Context, username: str) -> None:
     """End a sign-in lockout of USERNAME (auth.lockout) now."""
+    from codewell.accounts.credentials import CredentialService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+    from codewell.accounts.service import AccountService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     runtime = open_runtime(ctx)
     user = runtime.get(AccountService).get_by_username(username)
     runtime.get(CredentialService).unlock(INTERNAL, user.id)
@@ -141,6 +153,8 @@ def users_unlock(ctx: click.Context, username: str) -> None:
 @handle_errors
 def users_verify_email(ctx: click.Context, username: str, email: str) -> None:
     """Add EMAIL to USERNAME (if missing) and mark it verified."""
+    from codewell.accounts.service import AccountService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     accounts = open_runtime(ctx).get(AccountService)
     user = accounts.get_by_username(username)
     if email.strip().lower() in {e.email for e in accounts.list_emails(INTERNAL, user.id)}:
@@ -157,6 +171,10 @@ def users_verify_email(ctx: click.Context, username: str, email: str) -> None:
 @handle_errors
 def users_repos(ctx: click.Context, username: str, names: str | None) -> None:
     """Show (or --set) the private repositories explicitly granted to USERNAME."""
+    from codewell.accounts.audit import AuditService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+    from codewell.accounts.service import AccountService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+    from codewell.repos.service import RepoService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     runtime = open_runtime(ctx)
     user = runtime.get(AccountService).get_by_username(username)
     repos = runtime.get(RepoService)
@@ -180,7 +198,7 @@ def tokens() -> None:
 @click.argument("username")
 @click.option("--note", default="", help="What the token is for.")
 @click.option(
-    "--scope", "scopes", multiple=True, type=click.Choice(sorted(SCOPES)), help="Scope (repeatable; default user:all)."
+    "--scope", "scopes", multiple=True, type=click.Choice(TOKEN_SCOPES), help="Scope (repeatable; default user:all)."
 )
 @click.option("--expires-in-days", type=int, help="Expiry in days (default: no expiry when the site allows it).")
 @click.pass_context
@@ -189,6 +207,9 @@ def tokens_create(
     ctx: click.Context, username: str, note: str, scopes: tuple[str, ...], expires_in_days: int | None
 ) -> None:
     """Create an access token for USERNAME and print it (the only time it is shown)."""
+    from codewell.accounts.service import AccountService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+    from codewell.accounts.tokens import TokenService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     runtime = open_runtime(ctx)
     user = runtime.get(AccountService).get_by_username(username)
     raw, info = runtime.get(TokenService).create_token(
@@ -208,6 +229,10 @@ def tokens_create(
 @handle_errors
 def tokens_list(ctx: click.Context, username: str, only_active: bool, _all: bool, as_json: bool) -> None:
     """List USERNAME's tokens with their state: active, expired or revoked (never the secrets)."""
+    from codewell.accounts.service import AccountService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+    from codewell.accounts.tokens import TokenService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+    from codewell.db.base import utcnow  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     runtime = open_runtime(ctx)
     user = runtime.get(AccountService).get_by_username(username)
     now = utcnow()
@@ -229,6 +254,8 @@ def tokens_list(ctx: click.Context, username: str, only_active: bool, _all: bool
 @handle_errors
 def tokens_revoke(ctx: click.Context, token_id: int) -> None:
     """Revoke token TOKEN_ID (it stops working at once)."""
+    from codewell.accounts.tokens import TokenService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     open_runtime(ctx).get(TokenService).revoke(INTERNAL, token_id)
     click.echo(f"revoked token {token_id}")
 
@@ -245,6 +272,8 @@ def roles() -> None:
 @handle_errors
 def roles_list(ctx: click.Context, as_json: bool) -> None:
     """List roles with their permissions and members."""
+    from codewell.accounts.roles import RoleService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     service = open_runtime(ctx).get(RoleService)
     found = service.list_roles(INTERNAL)
     if as_json:
@@ -259,6 +288,8 @@ def roles_list(ctx: click.Context, as_json: bool) -> None:
 @roles.command("permissions")
 def roles_permissions() -> None:
     """List the permissions roles can hold."""
+    from codewell.accounts.permissions import PERMISSIONS  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     for name, description in sorted(PERMISSIONS.items()):
         click.echo(f"{name}  {description}")
 
@@ -270,6 +301,8 @@ def roles_permissions() -> None:
 @handle_errors
 def roles_create(ctx: click.Context, name: str, permissions: tuple[str, ...]) -> None:
     """Create a custom role."""
+    from codewell.accounts.roles import RoleService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     role = open_runtime(ctx).get(RoleService).create_role(INTERNAL, name, permissions)
     click.echo(f"created role {role.name}: {', '.join(role.permissions) or '(no permissions)'}")
 
@@ -281,6 +314,8 @@ def roles_create(ctx: click.Context, name: str, permissions: tuple[str, ...]) ->
 @handle_errors
 def roles_rename(ctx: click.Context, name: str, new_name: str) -> None:
     """Rename a custom role."""
+    from codewell.accounts.roles import RoleService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     open_runtime(ctx).get(RoleService).rename_role(INTERNAL, name, new_name)
     click.echo(f"renamed role {name} to {new_name}")
 
@@ -291,6 +326,8 @@ def roles_rename(ctx: click.Context, name: str, new_name: str) -> None:
 @handle_errors
 def roles_delete(ctx: click.Context, name: str) -> None:
     """Delete a custom role (its assignments go with it)."""
+    from codewell.accounts.roles import RoleService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     open_runtime(ctx).get(RoleService).delete_role(INTERNAL, name)
     click.echo(f"deleted role {name}")
 
@@ -302,6 +339,8 @@ def roles_delete(ctx: click.Context, name: str) -> None:
 @handle_errors
 def roles_grant(ctx: click.Context, name: str, permission: str) -> None:
     """Add PERMISSION to role NAME (e.g. `codewell roles grant User MCP#ACCESS`)."""
+    from codewell.accounts.roles import RoleService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     role = open_runtime(ctx).get(RoleService).set_permission(INTERNAL, name, permission, granted=True)
     click.echo(f"{role.name}: {', '.join(role.permissions) or '(no permissions)'}")
 
@@ -313,6 +352,8 @@ def roles_grant(ctx: click.Context, name: str, permission: str) -> None:
 @handle_errors
 def roles_revoke(ctx: click.Context, name: str, permission: str) -> None:
     """Remove PERMISSION from role NAME (e.g. `codewell roles revoke User MCP#ACCESS`)."""
+    from codewell.accounts.roles import RoleService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     role = open_runtime(ctx).get(RoleService).set_permission(INTERNAL, name, permission, granted=False)
     click.echo(f"{role.name}: {', '.join(role.permissions) or '(no permissions)'}")
 
@@ -324,6 +365,9 @@ def roles_revoke(ctx: click.Context, name: str, permission: str) -> None:
 @handle_errors
 def roles_assign(ctx: click.Context, name: str, username: str) -> None:
     """Assign custom role NAME to USERNAME."""
+    from codewell.accounts.roles import RoleService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+    from codewell.accounts.service import AccountService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     runtime = open_runtime(ctx)
     user = runtime.get(AccountService).get_by_username(username)
     runtime.get(RoleService).set_assignment(INTERNAL, name, user.id, assigned=True)
@@ -337,6 +381,9 @@ def roles_assign(ctx: click.Context, name: str, username: str) -> None:
 @handle_errors
 def roles_unassign(ctx: click.Context, name: str, username: str) -> None:
     """Remove custom role NAME from USERNAME."""
+    from codewell.accounts.roles import RoleService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+    from codewell.accounts.service import AccountService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     runtime = open_runtime(ctx)
     user = runtime.get(AccountService).get_by_username(username)
     runtime.get(RoleService).set_assignment(INTERNAL, name, user.id, assigned=False)
@@ -354,6 +401,9 @@ def roles_unassign(ctx: click.Context, name: str, username: str) -> None:
 @handle_errors
 def audit(ctx: click.Context, entity: str, action: str, username: str, limit: int, as_json: bool) -> None:
     """Show the security audit log, newest first."""
+    from codewell.accounts.audit import AuditService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+    from codewell.accounts.service import AccountService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     runtime = open_runtime(ctx)
     user_id = runtime.get(AccountService).get_by_username(username).id if username else None
     entries = runtime.get(AuditService).list(INTERNAL, entity=entity, action=action, user_id=user_id, limit=limit)

@@ -11,11 +11,6 @@ from datetime import UTC, datetime, timedelta
 
 import click
 
-from codewell.accounts.service import AccountService
-from codewell.analytics.credits import CreditService
-from codewell.analytics.rebuild import rebuild_rollup
-from codewell.analytics.service import AnalyticsService, ReportRequest, parse_date, parse_granularity, parse_range
-from codewell.analytics.tokens import AnalyticsTokenService
 from codewell.clikit import handle_errors, open_runtime
 from codewell.core.actors import INTERNAL
 from codewell.core.errors import InvalidInput
@@ -35,6 +30,9 @@ def credits() -> None:
 @handle_errors
 def credits_allocate(ctx: click.Context, amount: int, start: str, end: str, note: str) -> None:
     """Allocate a credit bucket."""
+    from codewell.analytics.credits import CreditService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+    from codewell.analytics.service import parse_date  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     runtime = open_runtime(ctx)
     starts_on, ends_on = parse_date("--start", start), parse_date("--end", end)
     if starts_on is None or ends_on is None:
@@ -51,6 +49,9 @@ def credits_allocate(ctx: click.Context, amount: int, start: str, end: str, note
 @handle_errors
 def credits_list(ctx: click.Context, start: str | None, end: str | None, as_json: bool) -> None:
     """List credit buckets with their consumption."""
+    from codewell.analytics.credits import CreditService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+    from codewell.analytics.service import parse_range  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     runtime = open_runtime(ctx)
     first, last = parse_range(start, end)
     buckets = runtime.get(CreditService).list_buckets(INTERNAL, first, last)
@@ -80,6 +81,9 @@ def tokens() -> None:
 @handle_errors
 def tokens_create(ctx: click.Context, username: str, display_name: str, expires_in_days: int | None) -> None:
     """Create an analytics token and print it (shown once)."""
+    from codewell.accounts.service import AccountService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+    from codewell.analytics.tokens import AnalyticsTokenService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     runtime = open_runtime(ctx)
     user = runtime.get(AccountService).get_by_username(username)
     if expires_in_days is not None and expires_in_days <= 0:
@@ -98,6 +102,9 @@ def tokens_create(ctx: click.Context, username: str, display_name: str, expires_
 @handle_errors
 def tokens_list(ctx: click.Context, username: str | None, as_json: bool) -> None:
     """List live analytics tokens (metadata only)."""
+    from codewell.accounts.service import AccountService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+    from codewell.analytics.tokens import AnalyticsTokenService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     runtime = open_runtime(ctx)
     user_id = runtime.get(AccountService).get_by_username(username).id if username else None
     found = runtime.get(AnalyticsTokenService).list_tokens(INTERNAL, user_id)
@@ -117,6 +124,8 @@ def tokens_list(ctx: click.Context, username: str | None, as_json: bool) -> None
 @handle_errors
 def tokens_revoke(ctx: click.Context, token_id: int) -> None:
     """Revoke an analytics token."""
+    from codewell.analytics.tokens import AnalyticsTokenService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     runtime = open_runtime(ctx)
     runtime.get(AnalyticsTokenService).revoke(INTERNAL, token_id)
     click.echo(f"revoked analytics token {token_id}")
@@ -132,6 +141,8 @@ def tokens_revoke(ctx: click.Context, token_id: int) -> None:
 @handle_errors
 def report(ctx: click.Context, granularity: str | None, start: str | None, end: str | None) -> None:
     """Write the usage report CSV to stdout."""
+    from codewell.analytics.service import AnalyticsService, ReportRequest, parse_granularity, parse_range  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     runtime = open_runtime(ctx)
     first, last = parse_range(start, end)
     service = runtime.get(AnalyticsService)
@@ -146,6 +157,8 @@ def report(ctx: click.Context, granularity: str | None, start: str | None, end: 
 @handle_errors
 def rebuild(ctx: click.Context) -> None:
     """Recompute the daily usage rollup from the raw events (after restoring or importing events)."""
+    from codewell.analytics.rebuild import rebuild_rollup  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     runtime = open_runtime(ctx)
     click.echo(f"rebuilt the usage rollup from {rebuild_rollup(runtime)} events")
 

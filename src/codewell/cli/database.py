@@ -7,8 +7,6 @@ import sys
 import click
 
 from codewell.clikit import handle_errors, settings_from_context
-from codewell.db import Database
-from codewell.runtime import ensure_data_dir
 
 
 @click.group("db")
@@ -21,6 +19,9 @@ def db() -> None:
 @handle_errors
 def db_upgrade(ctx: click.Context) -> None:
     """Apply pending migrations."""
+    from codewell.db import Database  # noqa: PLC0415 - lazy command (docs/architecture.md)
+    from codewell.runtime import ensure_data_dir  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     settings = settings_from_context(ctx)
     ensure_data_dir(settings.data_dir)
     database = Database(settings.database_url, busy_timeout=settings.db_busy_timeout)
@@ -39,6 +40,8 @@ def db_upgrade(ctx: click.Context) -> None:
 @handle_errors
 def db_status(ctx: click.Context) -> None:
     """Show applied and pending migrations; exit 3 when migrations are pending."""
+    from codewell.db import Database  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     settings = settings_from_context(ctx)
     database = Database(settings.database_url, busy_timeout=settings.db_busy_timeout)
     database.check_connection()

@@ -22,7 +22,16 @@ from codewell.core.settings import SETTING_SPECS
 if TYPE_CHECKING:
     from codewell.runtime import Runtime
 
-_ENV_HELP = "\n".join(f"  {s.env:24} {s.help}" for s in SETTING_SPECS)
+_CLIENT_ENV = (
+    (
+        "CODEWELL_SERVER",
+        "The server to run the reading commands against (--server), e.g. https://codewell.example.com.",
+    ),
+    ("CODEWELL_TOKEN", "The access token for --server (else the one `codewell login URL` stored)."),
+)
+_ENV_HELP = "\n".join(
+    [*(f"  {s.env:24} {s.help}" for s in SETTING_SPECS), *(f"  {env:24} {text}" for env, text in _CLIENT_ENV)]
+)
 
 # The foundation's commands, then each capability's (in `codewell.capabilities` order).
 COMMANDS: dict[str, LazyCommand] = {
@@ -82,6 +91,16 @@ COMMANDS: dict[str, LazyCommand] = {
     "deepsearch": LazyCommand(
         "codewell.agents.cli:deepsearch", "Deep search conversations: ask, list, show, cancel, delete, share."
     ),
+    # Reading code by name, here or on a server (--server): no capability declares them, they join several.
+    "read": LazyCommand("codewell.cli.navigate:read", "Print a file (or some of its lines) like the read_file tool."),
+    "definition": LazyCommand(
+        "codewell.cli.navigate:definition", "Where SYMBOL, as used in PATH of REPO, is defined (go_to_definition)."
+    ),
+    "references": LazyCommand(
+        "codewell.cli.navigate:references", "References to SYMBOL defined in PATH of REPO (find_references)."
+    ),
+    "login": LazyCommand("codewell.cli.login:login", "Store an access token for the server at URL (for --server URL)."),
+    "logout": LazyCommand("codewell.cli.login:logout", "Forget the access token stored for the server at URL."),
 }
 
 
@@ -94,8 +113,15 @@ COMMANDS: dict[str, LazyCommand] = {
 @click.version_option(__version__, prog_name="codewell")
 @click.option("--data-dir", type=click.Path(file_okay=False), help="Data directory [CODEWELL_DATA_DIR].")
 @click.option("--database-url", help="Database URL [CODEWELL_DATABASE_URL].")
+@click.option(
+    "--server",
+    envvar="CODEWELL_SERVER",
+    metavar="URL",
+    help="Run search, nls, read, definition, references, history search and deepsearch against the codewell at "
+    "URL, with the token from CODEWELL_TOKEN or `codewell login URL` [CODEWELL_SERVER].",
+)
 @click.pass_context
-def cli(ctx: click.Context, data_dir: str | None, database_url: str | None) -> None:
+def cli(ctx: click.Context, data_dir: str | None, database_url: str | None, server: str | None) -> None:
     """codewell: code search, navigation, history and an MCP tool server over your git repositories."""
     # Commands open their runtime through codewell.clikit, which wires the capabilities with this.
     ctx.obj = wire_capabilities

@@ -13,22 +13,19 @@ import logging
 import socket
 import time
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 import click
-import requests
-from rich.table import Table
-from starlette.applications import Starlette
 
 from codewell.cli.serve import _serve_http, _shut_down
 from codewell.clikit import fail, handle_errors, open_runtime, settings_from_context, table_console
 from codewell.core.logging import configure_logging
-from codewell.jobs.placement import SEARCHER
-from codewell.jobs.runner import JobRunner
-from codewell.jobs.service import JobService
-from codewell.nls.service import NlsService
-from codewell.search.cluster import INTERNAL_PREFIX
-from codewell.search.replica import replica_app
-from codewell.search.service import SearchService
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+# The internal API's prefix (search/cluster.py's INTERNAL_PREFIX), here so that `--help` imports no service.
+INTERNAL_PREFIX = "/.internal"
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +56,14 @@ def searcher(
     """
     if ctx.invoked_subcommand is not None:
         return
+    # The services: imported when a replica runs, not by `codewell searcher --help`.
+    from codewell.jobs.placement import SEARCHER  # noqa: PLC0415 - lazy command (docs/architecture.md)
+    from codewell.jobs.runner import JobRunner  # noqa: PLC0415 - lazy command
+    from codewell.jobs.service import JobService  # noqa: PLC0415 - lazy command
+    from codewell.nls.service import NlsService  # noqa: PLC0415 - lazy command
+    from codewell.search.replica import replica_app  # noqa: PLC0415 - lazy command
+    from codewell.search.service import SearchService  # noqa: PLC0415 - lazy command
+
     settings = settings_from_context(ctx, host=host)
     if not settings.clustered:
         fail(
@@ -112,6 +117,10 @@ def searcher(
 @handle_errors
 def list_replicas(ctx: click.Context, as_json: bool) -> None:
     """The live searcher replicas: address, draining, and how many repositories each holds now."""
+    from rich.table import Table  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
+    from codewell.jobs.service import JobService  # noqa: PLC0415 - lazy command
+
     replicas = open_runtime(ctx).get(JobService).replicas(fresh=True)
     rows = [(r.name, r.address, r.draining, _held(r.address)) for r in replicas]
     if as_json:
@@ -134,6 +143,8 @@ def list_replicas(ctx: click.Context, as_json: bool) -> None:
 @handle_errors
 def drain(ctx: click.Context, name: str, wait: bool, timeout: float, undo: bool) -> None:
     """Move every repository of replica NAME to the others (it answers for them until they have), then say so."""
+    from codewell.jobs.service import JobService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     service = open_runtime(ctx).get(JobService)
     if not service.set_draining(name, not undo):
         fail(f"no searcher replica named {name!r} is registered", hint="`codewell searcher list` shows them")
@@ -157,6 +168,8 @@ def drain(ctx: click.Context, name: str, wait: bool, timeout: float, undo: bool)
 
 def _held(address: str) -> int | None:
     """How many repositories the replica at `address` holds (its health endpoint), or None if unreachable."""
+    import requests  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     try:
         response = requests.get(address.rstrip("/") + INTERNAL_PREFIX + "/healthz", timeout=5.0)
         return int(response.json()["held"])

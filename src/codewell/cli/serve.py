@@ -7,18 +7,19 @@ import signal
 import threading
 import time
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import click
-import uvicorn
-from starlette.applications import Starlette
 
 from codewell import __version__
-from codewell.app import create_app
-from codewell.cli.bootstrap import run_bootstrap
 from codewell.clikit import handle_errors, open_runtime, settings_from_context
 from codewell.core.logging import configure_logging
 from codewell.core.processes import stop_pools
-from codewell.runtime import Runtime
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+    from codewell.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,10 @@ def serve(
     job_processes: int | None,
 ) -> None:
     """Initialise the data dir and database if needed, then serve HTTP (and run background jobs)."""
+    # The web app and the first-run steps: imported when the command runs, not by `codewell serve --help`.
+    from codewell.app import create_app  # noqa: PLC0415 - lazy command (docs/architecture.md)
+    from codewell.cli.bootstrap import run_bootstrap  # noqa: PLC0415 - lazy command
+
     settings = settings_from_context(ctx, host=host, port=port, log_format=log_format)
     configure_logging(settings.log_format, settings.log_level)
     runtime = open_runtime(ctx, migrate=migrate, host=host, port=port, log_format=log_format)
@@ -96,6 +101,8 @@ def _serve_http(app: Starlette, host: str, port: int) -> None:
     # would end the process there and then, before `_shut_down` (process pools left running, re-parented to
     # PID 1); a handler that only takes note lets the shutdown finish. A second signal while it runs gets the
     # defaults back: SIGTERM ends the process at once, SIGINT raises KeyboardInterrupt.
+    import uvicorn  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     in_main_thread = threading.current_thread() is threading.main_thread()  # signals are the main thread's
     previous = {sig: signal.signal(sig, noted) for sig in (signal.SIGTERM, signal.SIGINT)} if in_main_thread else {}
     try:

@@ -7,7 +7,6 @@ from pathlib import Path
 import click
 
 from codewell.clikit import fail, handle_errors, settings_from_context
-from codewell.config.store import SiteConfigStore, dump_site_config, parse_site_config
 from codewell.core.errors import CodewellError
 
 
@@ -21,6 +20,8 @@ def config() -> None:
 @click.pass_context
 def config_validate(ctx: click.Context, path: str | None) -> None:
     """Validate a site config file (default: the configured one); exit 1 with the problems when invalid."""
+    from codewell.config.store import parse_site_config  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     try:
         target = Path(path) if path else settings_from_context(ctx).site_config_path
         text = target.read_text(encoding="utf-8")
@@ -37,6 +38,8 @@ def config_validate(ctx: click.Context, path: str | None) -> None:
 @handle_errors
 def config_show(ctx: click.Context) -> None:
     """Print the effective site config, defaults included."""
+    from codewell.config.store import SiteConfigStore, dump_site_config  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     settings = settings_from_context(ctx)
     store = SiteConfigStore.open(settings.site_config_path, create=False)
     click.echo(dump_site_config(store.current))

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import click
 
-from codewell.accounts.service import AccountService
 from codewell.clikit import fail, handle_errors, open_runtime
-from codewell.codehosts.service import CodeHostService, ConnectionStatus
 from codewell.core.actors import INTERNAL
+
+if TYPE_CHECKING:
+    from codewell.codehosts.service import ConnectionStatus
 
 
 @click.group("codehosts")
@@ -42,6 +44,8 @@ def _print(status: ConnectionStatus) -> None:
 @handle_errors
 def status(ctx: click.Context, as_json: bool) -> None:
     """Show each connection: last sync, repositories found, errors."""
+    from codewell.codehosts.service import CodeHostService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     statuses = open_runtime(ctx).get(CodeHostService).status(INTERNAL)
     if as_json:
         click.echo(json.dumps([s.as_json() for s in statuses], indent=2))
@@ -59,6 +63,8 @@ def status(ctx: click.Context, as_json: bool) -> None:
 @handle_errors
 def sync(ctx: click.Context, connection_id: str | None, no_permissions: bool) -> None:
     """Discover repositories (and sync permissions) now, of one connection or all."""
+    from codewell.codehosts.service import CodeHostService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     service = open_runtime(ctx).get(CodeHostService)
     ids = [connection_id] if connection_id else [c.id for c in service.connections()]
     failed = 0
@@ -85,6 +91,9 @@ def sync(ctx: click.Context, connection_id: str | None, no_permissions: bool) ->
 @handle_errors
 def sync_user(ctx: click.Context, username: str) -> None:
     """Sync one user's repository permissions now and show their status."""
+    from codewell.accounts.service import AccountService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+    from codewell.codehosts.service import CodeHostService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     runtime = open_runtime(ctx)
     user = runtime.get(AccountService).find_by_username(username)
     if user is None:
@@ -100,5 +109,7 @@ def sync_user(ctx: click.Context, username: str) -> None:
 @handle_errors
 def sync_repo(ctx: click.Context, name: str) -> None:
     """Sync one private repository's permissions (its members at the host) now."""
+    from codewell.codehosts.service import CodeHostService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     synced = open_runtime(ctx).get(CodeHostService).sync_repo_now(INTERNAL, name)
     click.echo(f"{name}: permissions {'synced' if synced else 'not synced (see codewell codehosts status)'}")

@@ -8,8 +8,6 @@ from pathlib import Path
 import click
 
 from codewell.clikit import fail, handle_errors, open_runtime
-from codewell.codenav.autoindex import AutoIndexService
-from codewell.codenav.precise import AUTO, PreciseService, format_size
 from codewell.core.actors import INTERNAL
 
 
@@ -26,6 +24,8 @@ def codeintel() -> None:
 @handle_errors
 def upload(ctx: click.Context, file: Path, repo: str, commit: str) -> None:
     """Store FILE (an index.scip) for COMMIT of REPO, replacing an earlier upload of that commit."""
+    from codewell.codenav.precise import PreciseService, format_size  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     runtime = open_runtime(ctx)
     precise = runtime.get(PreciseService)
     size, limit = file.stat().st_size, precise.max_bytes
@@ -55,6 +55,9 @@ def upload(ctx: click.Context, file: Path, repo: str, commit: str) -> None:
 @handle_errors
 def list_uploads(ctx: click.Context, repo: str | None, repo_option: str | None, as_json: bool) -> None:
     """The SCIP uploads of REPO, newest first (uploaded or auto-indexed), and its failed auto-indexing jobs."""
+    from codewell.codenav.autoindex import AutoIndexService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+    from codewell.codenav.precise import AUTO, PreciseService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     name = repo_option or repo
     if not name:
         fail("a repository is required", hint="codewell codeintel list --repo github.com/acme/app")
@@ -108,6 +111,8 @@ def list_uploads(ctx: click.Context, repo: str | None, repo_option: str | None, 
 @handle_errors
 def autoindex(ctx: click.Context, repo: str, commit: str | None) -> None:
     """Run one auto-indexing job now with the configured SCIP indexers, and store its index (replacing one)."""
+    from codewell.codenav.autoindex import AutoIndexService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     runtime = open_runtime(ctx)
     result = runtime.get(AutoIndexService).run(INTERNAL, repo, commit)
     if result.summary is not None:

@@ -1,16 +1,18 @@
-"""`codewell history ...`: (re)index commit history and run commit searches from the shell."""
+"""`codewell history ...`: (re)index commit history and run commit searches from the shell.
+
+`history search` also runs against a server (`codewell --server URL`, `GET /.api/history/commits`). The services
+are imported when a command runs, not by its `--help` (docs/architecture.md, "lazy commands").
+"""
 
 from __future__ import annotations
 
-import json
+from typing import Any
 
 import click
 
-from codewell.clikit import handle_errors, open_runtime
+from codewell.clikit import echo_json, handle_errors, open_runtime
+from codewell.clikit.remote import remote_of
 from codewell.core.actors import INTERNAL
-from codewell.history import render
-from codewell.history.service import HistoryService
-from codewell.repos.service import RepoService
 
 
 @click.group("history")
@@ -24,6 +26,9 @@ def history() -> None:
 @handle_errors
 def reindex(ctx: click.Context, names: tuple[str, ...]) -> None:
     """Index the new commits of the given repositories (default: every cloned repository)."""
+    from codewell.history.service import HistoryService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+    from codewell.repos.service import RepoService  # noqa: PLC0415 - lazy command
+
     runtime = open_runtime(ctx)
     service = runtime.get(HistoryService)
     repos = [runtime.get(RepoService).get(INTERNAL, n) for n in names] or [
@@ -54,31 +59,46 @@ def search(
     count: int,
     as_json: bool,
 ) -> None:
-    """Search commits (as the internal actor: every repository)."""
-    runtime = open_runtime(ctx)
-    result = runtime.get(HistoryService).commit_search(
-        INTERNAL,
-        list(repos),
-        message_terms=list(messages),
-        authors=list(authors),
-        after=after,
-        before=before,
-        count=count,
-    )
+    """Search commits (as the internal actor: every repository; through --server, as the token's user)."""
+    # The REST route's arguments by their API names (also the answer's `query` field).
+    args: dict[str, list[str] | str | None] = {
+        "repos": list(repos),
+        "messageTerms": list(messages),
+        "authors": list(authors),
+        "after": after,
+        "before": before,
+    }
+    remote = remote_of(ctx)
+    suggestions: dict[str, str] = {}
+    if remote is not None:
+        params = [(k, v) for k, values in args.items() for v in (values if isinstance(values, list) else [values])]
+        body = remote.get("/.api/history/commits", [*[(k, v) for k, v in params if v], ("count", count)])
+    else:
+        from codewell.history import render  # noqa: PLC0415 - lazy command (docs/architecture.md)
+        from codewell.history.service import HistoryService  # noqa: PLC0415 - lazy command
+
+        runtime = open_runtime(ctx)
+        result = runtime.get(HistoryService).commit_search(
+            INTERNAL,
+            list(repos),
+            message_terms=list(messages),
+            authors=list(authors),
+            after=after,
+            before=before,
+            count=count,
+        )
+        body = render.commits_json(result, runtime.external_url, render.query_text(args, render.COMMIT_QUERY))
+        suggestions = result.suggestions
     if as_json:
-        # The REST route's arguments by their API names, for the answer's `query` field.
-        args: dict[str, list[str] | str | None] = {
-            "repos": list(repos),
-            "messageTerms": list(messages),
-            "authors": list(authors),
-            "after": after,
-            "before": before,
-        }
-        query = render.query_text(args, render.COMMIT_QUERY)
-        click.echo(json.dumps(render.commits_json(result, runtime.external_url, query), indent=2))
+        echo_json(body)
         return
-    for name in result.unknown_repos:
-        suggestion = result.suggestions.get(name)
+    _print_commits(body, suggestions)
+
+
+def _print_commits(body: dict[str, Any], suggestions: dict[str, str]) -> None:
+    """One line per commit from the REST body (local or remote alike); unknown repositories on stderr."""
+    for name in body["unknownRepos"]:
+        suggestion = suggestions.get(name)
         click.echo(f"not found: {name}" + (f" (did you mean {suggestion}?)" if suggestion else ""), err=True)
-    for c in result.commits:
-        click.echo(f"{c.repo}@{c.sha[:12]} {c.committed_at:%Y-%m-%d} {c.author_name}: {c.subject}")
+    for c in body["commits"]:
+        click.echo(f"{c['repository']}@{c['commit'][:12]} {c['date'][:10]} {c['authorName']}: {c['title']}")

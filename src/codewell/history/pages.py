@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from markupsafe import Markup, escape
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
@@ -21,7 +22,7 @@ from starlette.routing import BaseRoute, Route
 
 from codewell.core.errors import InvalidInput
 from codewell.history.diffs import FileDiff
-from codewell.history.service import LOG_PAGE_DEFAULT, HistoryService
+from codewell.history.service import LOG_PAGE_DEFAULT, Blame, HistoryService
 from codewell.http import urls
 from codewell.http.paths import repo_and_revision
 from codewell.http.requests import actor_of, runtime_of
@@ -134,6 +135,27 @@ async def compare_page(request: Request) -> Response:
     )
 
 
+def blame_rows(blame: Blame) -> Markup:
+    """The blame table's rows as one HTML string: built here rather than in a Jinja loop, which costs ~60 us a row
+    on a busy machine (a whole file of thousands of lines). Numbers are ints, every text from the repository is
+    escaped."""
+    out = []
+    for line in blame.lines:
+        who = ""
+        if line.first:
+            info = line.commit
+            who = (
+                f'<a href="{escape(urls.commit_url("", blame.repo, info.sha))}" title="{escape(info.subject)}">'
+                f"{escape(info.sha[:8])}</a> {escape(info.author_name)} "
+                f'<span class="muted">{info.committed_at.strftime("%Y-%m-%d")}</span>'
+            )
+        out.append(
+            f'<tr id="L{line.number}"><td class="who">{who}</td>'
+            f'<td class="num"><a href="#L{line.number}">{line.number}</a></td><td>{escape(line.text)}</td></tr>'
+        )
+    return Markup("\n".join(out))
+
+
 async def blame_page(request: Request) -> Response:
     actor, runtime = actor_of(request), runtime_of(request)
     name, revision = repo_and_revision(request)
@@ -148,7 +170,7 @@ async def blame_page(request: Request) -> Response:
         repo_url=urls.repo_url("", blame.repo),
         file_url=urls.blob_url("", blame.repo, shown, blame.path),
         history_url=commits_url(blame.repo, shown, blame.path),
-        commit_url=lambda sha: urls.commit_url("", blame.repo, sha),
+        rows=blame_rows(blame),
     )
 
 

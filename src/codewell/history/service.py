@@ -93,7 +93,7 @@ class BlameLine:
 
 @dataclass(frozen=True, slots=True)
 class Blame:
-    """Who last changed each line of a file at a revision (the lines `read_file` returns: 200 of a large file)."""
+    """Who last changed each line of a file at a revision (the whole file; files over 5 MB are refused)."""
 
     repo: str
     revision: str
@@ -363,9 +363,12 @@ class HistoryService:
         """The commit that last changed each line of `path` at `revision` (libgit2's blame, renames followed
         within the file's own history as libgit2 does)."""
         resolved = self.repos.resolve(actor, repo, revision)
-        content = self.repos.read_file(actor, repo, path, revision=resolved.commit)
+        # The whole file (blame is for people's pages; the 200-line cut is for agents' read_file).
+        content = self.repos.read_file(actor, repo, path, revision=resolved.commit, whole=True)
         if content.binary:
             raise InvalidInput("binary files have no blame", hint="open the file's history instead")
+        if content.truncated and not content.lines:
+            raise InvalidInput(content.notice or "file too big to blame", hint="open the raw file")
         git_repo = self.mirrors.open(resolved.repo.mirror_path)
         last = content.start_line + len(content.lines) - 1
         hunks = git_repo.blame(content.path, newest_commit=resolved.commit, min_line=1, max_line=max(last, 1))

@@ -13,17 +13,20 @@ import threading
 from dataclasses import asdict
 from datetime import datetime
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.table import Table
 
 from codewell.clikit import handle_errors, open_runtime, table_console
 from codewell.core.actors import INTERNAL
-from codewell.core.processes import stop_pools
-from codewell.jobs.models import STATES
-from codewell.jobs.runner import JobRunner
-from codewell.jobs.service import Job, JobService
+
+if TYPE_CHECKING:
+    from codewell.jobs.service import Job
+
+# jobs.models.STATES, spelled here so that `--help` need not import the database layer
+# (tests/functional/test_cli_remote.py keeps the two equal).
+JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
 
 
 @click.group("jobs")
@@ -51,7 +54,7 @@ def _json_default(value: object) -> str:
 
 
 @jobs.command("list")
-@click.option("--state", type=click.Choice(STATES), help="Only jobs in this state.")
+@click.option("--state", type=click.Choice(JOB_STATES), help="Only jobs in this state.")
 @click.option("--kind", help="Only jobs of this kind (e.g. search.index).")
 @click.option("--resource", help="Only jobs of this resource (e.g. repo:12).")
 @click.option("--limit", default=50, show_default=True, type=int)
@@ -62,6 +65,8 @@ def list_(
     ctx: click.Context, state: str | None, kind: str | None, resource: str | None, limit: int, as_json: bool
 ) -> None:
     """Jobs, newest first."""
+    from codewell.jobs.service import JobService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     found = (
         open_runtime(ctx).get(JobService).list_jobs(INTERNAL, state=state, kind=kind, resource=resource, limit=limit)
     )
@@ -92,6 +97,8 @@ def list_(
 @handle_errors
 def stats(ctx: click.Context, as_json: bool) -> None:
     """Queue depth per kind: queued, running, failed, and how long the oldest due job has waited."""
+    from codewell.jobs.service import JobService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     found = open_runtime(ctx).get(JobService).stats(INTERNAL)
     if as_json:
         click.echo(json.dumps([asdict(s) for s in found]))
@@ -109,6 +116,8 @@ def stats(ctx: click.Context, as_json: bool) -> None:
 @handle_errors
 def show(ctx: click.Context, job_id: int) -> None:
     """Everything about one job, its error and result included."""
+    from codewell.jobs.service import JobService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     job = open_runtime(ctx).get(JobService).get(INTERNAL, job_id)
     for key, value in asdict(job).items():
         shown: Any = json.dumps(value) if isinstance(value, dict) else value
@@ -121,6 +130,8 @@ def show(ctx: click.Context, job_id: int) -> None:
 @handle_errors
 def cancel(ctx: click.Context, job_id: int) -> None:
     """Cancel a queued job, or ask a running one to stop."""
+    from codewell.jobs.service import JobService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     job = open_runtime(ctx).get(JobService).cancel(INTERNAL, job_id)
     click.echo(f"job {job.id} {'cancelled' if job.state == 'cancelled' else 'asked to stop'}")
 
@@ -131,6 +142,8 @@ def cancel(ctx: click.Context, job_id: int) -> None:
 @handle_errors
 def retry(ctx: click.Context, job_id: int) -> None:
     """Queue a failed or cancelled job again, ahead of scheduled work."""
+    from codewell.jobs.service import JobService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     job = open_runtime(ctx).get(JobService).retry(INTERNAL, job_id)
     click.echo(f"job {job.id} queued")
 
@@ -141,6 +154,8 @@ def retry(ctx: click.Context, job_id: int) -> None:
 @handle_errors
 def workers(ctx: click.Context, as_json: bool) -> None:
     """Processes that run jobs, with their last heartbeat."""
+    from codewell.jobs.service import JobService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     found = open_runtime(ctx).get(JobService).workers(INTERNAL)
     if as_json:
         for worker_ in found:
@@ -182,6 +197,9 @@ def worker(ctx: click.Context, kinds: str | None, concurrency: int | None, grace
     On SIGTERM it claims nothing more, lets running jobs finish for `--grace` seconds (those still running are
     handed back: their leases run out and any worker takes them over), stops its process pools and exits.
     """
+    from codewell.core.processes import stop_pools  # noqa: PLC0415 - lazy command (docs/architecture.md)
+    from codewell.jobs.runner import JobRunner  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     runtime = open_runtime(ctx)
     selected = frozenset(k.strip() for k in kinds.split(",") if k.strip()) if kinds else None
     runner = JobRunner(runtime, role="worker", kinds=selected, concurrency=concurrency or runtime.job_threads)

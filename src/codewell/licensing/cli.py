@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from codewell.clikit import handle_errors, open_runtime
 from codewell.core.actors import INTERNAL
-from codewell.licensing.service import LicenseReport, LicensingService
+
+if TYPE_CHECKING:
+    from codewell.licensing.service import LicenseReport
 
 
 @click.group("license")
@@ -50,6 +53,8 @@ def _print_report(report: LicenseReport) -> None:
 @handle_errors
 def show(ctx: click.Context, as_json: bool) -> None:
     """Show the plan in force, its limits, usage and expiry."""
+    from codewell.licensing.service import LicensingService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     runtime = open_runtime(ctx)
     report = runtime.get(LicensingService).report(INTERNAL)
     if as_json:
@@ -64,6 +69,8 @@ def show(ctx: click.Context, as_json: bool) -> None:
 @handle_errors
 def set_key(ctx: click.Context, key: str) -> None:
     """Install a license key (`-` reads it from standard input)."""
+    from codewell.licensing.service import LicensingService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     runtime = open_runtime(ctx)
     text = sys.stdin.read() if key == "-" else key
     service = runtime.get(LicensingService)
@@ -78,6 +85,8 @@ def set_key(ctx: click.Context, key: str) -> None:
 @handle_errors
 def clear(ctx: click.Context) -> None:
     """Remove the installed license key (the instance runs the trial or the free plan)."""
+    from codewell.licensing.service import LicensingService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     runtime = open_runtime(ctx)
     runtime.get(LicensingService).clear_key(INTERNAL)
     click.echo("license key removed")

@@ -32,6 +32,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from codewell import authz
 from codewell.authz import Action
+from codewell.core.actors import Actor
 from codewell.core.errors import PermissionDenied, Unauthenticated
 from codewell.core.tools import Endpoint
 from codewell.http.bodies import BodyTooLarge, family_of, read_body
@@ -175,14 +176,21 @@ class McpGate:
                 "use a token with scope mcp or user:all",
                 **{"WWW-Authenticate": challenge(runtime, endpoint, "insufficient_scope")},
             )
+        # Both checks that may touch the database in one worker-thread hop: each hop costs ~0.1 ms of CPU
+        # (thread hand-off and wake-up), a noticeable share of a call that costs ~3 ms in all.
+        refused = await anyio.to_thread.run_sync(self._access_refusal, actor)
+        return endpoint if refused is None else refused
+
+    def _access_refusal(self, actor: Actor) -> Response | None:
+        """None when the actor may use the tool server, else the final answer (in a worker thread)."""
         # MCP#ACCESS through roles (authz remembers the answer per user for a few seconds).
-        if not await anyio.to_thread.run_sync(authz.allowed, actor, Action.MCP_ACCESS):
+        if not authz.allowed(actor, Action.MCP_ACCESS):
             return PlainTextResponse("forbidden", status_code=403)
         # The tool server is a licensed feature: outside the plan, a JSON-RPC error a client can show.
-        unlicensed = await anyio.to_thread.run_sync(runtime.get(LicensingService).feature_refusal, MCP_FEATURE)
+        unlicensed = self.runtime.get(LicensingService).feature_refusal(MCP_FEATURE)
         if unlicensed is not None:
             return envelope.error_response(403, FEATURE_NOT_LICENSED, unlicensed.message, data=unlicensed.data())
-        return endpoint
+        return None
 
     def _oauth_problem(self, token: str | None, endpoint: Endpoint) -> str:
         """ "" when the OAuth token was issued for this endpoint (RFC 8707 audience), else why not."""

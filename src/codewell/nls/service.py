@@ -372,9 +372,10 @@ class NlsService:
         """A searcher replica's answer to the web tier (the internal API's `/nls`): hits of the repositories it
         holds, in its order; lines for those an answer may show, the others read later from the mirror."""
         search = self.runtime.get(SearchService)
-        results = self.search(decode_actor(body["actor"]), str(body["question"]))
-        shown = {id(hit) for hit in shown_hits(results.hits, max(3 * results.limit, 30))}
+        # One view for what it searches and what it says it holds (a generation may replace it meanwhile).
         ids, names = search.held()
+        results = self.search(decode_actor(body["actor"]), str(body["question"]), held=ids)
+        shown = {id(hit) for hit in shown_hits(results.hits, max(3 * results.limit, 30))}
         return {
             "hits": [
                 [h.repo, names.get(h.repo, -1), h.path, h.commit, h.start, h.end, h.score, list(h.symbols)]
@@ -540,7 +541,9 @@ class NlsService:
             )
         return found
 
-    def search(self, actor: Actor, question: str) -> NlsResults:
+    def search(self, actor: Actor, question: str, *, held: frozenset[int] | None = None) -> NlsResults:
+        """Ranked chunks for `question` over the readable repositories (`held`: on a searcher replica, the
+        repositories it answers for; by default those its shards hold now)."""
         search = self.runtime.get(SearchService)
         if search.fans_out:
             return self._search_replicas(actor, question, search)
@@ -563,8 +566,8 @@ class NlsService:
         hits: list[NlsHit] = []
         if search.replica:
             # A searcher replica searches the repositories it holds; the named ones were found among all.
-            held, _names = search.held()
-            targets = [repo for repo in targets if repo.id in held]
+            mine = search.held()[0] if held is None else held
+            targets = [repo for repo in targets if repo.id in mine]
         for repo in targets:
             try:
                 resolved = self.repos.resolve(actor, repo.name, q.rev)

@@ -11,7 +11,6 @@ import click
 
 from codewell.clikit import handle_errors, open_runtime
 from codewell.core.actors import INTERNAL
-from codewell.oauth.clients import ClientService
 
 
 @click.group("oauth")
@@ -32,6 +31,8 @@ def clients() -> None:
 @handle_errors
 def add(ctx: click.Context, name: str, redirect_uris: tuple[str, ...], confidential: bool) -> None:
     """Pre-register a client, e.g. `codewell oauth clients add "Claude Code" --redirect-uri http://localhost:3334/oauth/callback`."""
+    from codewell.oauth.clients import ClientService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     runtime = open_runtime(ctx)
     client, secret = runtime.get(ClientService).create_static_client(
         INTERNAL, name, list(redirect_uris), confidential=confidential
@@ -48,6 +49,8 @@ def add(ctx: click.Context, name: str, redirect_uris: tuple[str, ...], confident
 @handle_errors
 def list_(ctx: click.Context, kind: str | None, as_json: bool) -> None:
     """List registered clients."""
+    from codewell.oauth.clients import ClientService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     runtime = open_runtime(ctx)
     found = runtime.get(ClientService).list_clients(INTERNAL, kind)
     if as_json:
@@ -63,6 +66,8 @@ def list_(ctx: click.Context, kind: str | None, as_json: bool) -> None:
 @handle_errors
 def remove(ctx: click.Context, client_id: str) -> None:
     """Delete a client and every code and token issued to it."""
+    from codewell.oauth.clients import ClientService  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     runtime = open_runtime(ctx)
     runtime.get(ClientService).delete_client(INTERNAL, client_id)
     click.echo(f"removed {client_id}")

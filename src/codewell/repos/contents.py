@@ -29,6 +29,13 @@ from codewell.repos.records import (
     ResolvedRevision,
 )
 
+# People's pages read whole files (no 200-line cut) up to this size; past it the file view says how big the file
+# is and offers the raw view, which serves the blob's bytes up to MAX_RAW_BYTES.
+MAX_WHOLE_FILE_BYTES = 5 * 1024 * 1024
+MAX_RAW_BYTES = 64 * 1024 * 1024
+# The file finder's path list of one commit (Linux has ~90,000 files).
+MAX_PATHS = 200_000
+
 
 def clean_path(path: str, *, required: bool) -> str:
     """A repo-relative path without `.`/empty parts; InvalidInput for NUL bytes, absolute paths and `..`."""
@@ -117,11 +124,58 @@ class Contents:
         start_line: int | None = None,
         end_line: int | None = None,
         revision: str | None = None,
+        *,
+        whole: bool = False,
     ) -> FileContent:
         """A file's numbered lines at `revision`: ranges, a 200-line cut for files over 128 KB, binary detection.
 
         An `end_line` past the end is clamped to the last line; a `start_line` past the end is InvalidInput.
+        `whole` (people's pages): no 200-line cut; a file over MAX_WHOLE_FILE_BYTES comes without lines,
+        `truncated`, with a notice giving its size.
         """
+        proto, obj = self._blob(repo, clean, revision)
+        asked_range = self._check_range(start_line, end_line)
+        if obj.is_binary:
+            kind = _sniff_type(clean, obj.data[:16])
+            notice = f"Binary file ({obj.size} bytes, {kind}); its contents are not shown."
+            return replace(proto, binary=True, content_type=kind, notice=notice)
+        if whole and obj.size > MAX_WHOLE_FILE_BYTES:
+            data = obj.data
+            total = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+            notice = (
+                f"This file is too big to show here ({obj.size / 1024 / 1024:.1f} MB, {total} lines; "
+                f"files up to {MAX_WHOLE_FILE_BYTES // 1024 // 1024} MB are shown). Open the raw file instead."
+            )
+            return replace(proto, total_lines=total, truncated=True, notice=notice)
+        return self._text_content(proto, obj.data, asked_range, cut=not whole)
+
+    def read_raw(self, repo: Repo, clean: str, revision: str | None = None) -> tuple[FileContent, bytes]:
+        """A file's bytes as stored (line ends and encoding untouched) for the raw view, up to MAX_RAW_BYTES;
+        the FileContent says whether it is binary."""
+        proto, obj = self._blob(repo, clean, revision)
+        if obj.size > MAX_RAW_BYTES:
+            raise InvalidInput(
+                f"{clean!r} is {obj.size} bytes, over the raw view's {MAX_RAW_BYTES // 1024 // 1024} MB",
+                hint="clone the repository to get this file",
+            )
+        if obj.is_binary:
+            return replace(proto, binary=True, content_type=_sniff_type(clean, obj.data[:16])), b""
+        return proto, obj.data
+
+    def list_paths(self, repo: Repo, revision: str | None = None) -> tuple[str, list[str], bool]:
+        """(commit, every file path at `revision` in tree order, cut at MAX_PATHS): the file finder's list. Reads
+        trees only, no blob; submodules are left out."""
+        commit = self.resolve_commit(repo, revision)
+        paths: list[str] = []
+        for path, _oid, _mode in git.walk_blobs(self.open(repo), commit.tree):
+            if len(paths) == MAX_PATHS:
+                return str(commit.id), paths, True
+            paths.append(path)
+        return str(commit.id), paths, False
+
+    def _blob(self, repo: Repo, clean: str, revision: str | None) -> tuple[FileContent, pygit2.Blob]:
+        """The blob at `clean` and a FileContent with its address and size (NotFound, or InvalidInput for a
+        directory or a submodule)."""
         name = repo.name
         commit = self.resolve_commit(repo, revision)
         sha = str(commit.id)
@@ -136,13 +190,7 @@ class Contents:
             raise InvalidInput(f"{clean!r} is a directory, not a file", hint="use list_files to see its contents")
         if not isinstance(obj, pygit2.Blob):
             raise InvalidInput(f"{clean!r} is a submodule, not a file", hint="read files inside its own repository")
-        asked_range = self._check_range(start_line, end_line)
-        proto = FileContent(name, clean, shown_revision, sha, self._blob_url(name, sha, clean, None), obj.size)
-        if obj.is_binary:
-            kind = _sniff_type(clean, obj.data[:16])
-            notice = f"Binary file ({obj.size} bytes, {kind}); its contents are not shown."
-            return replace(proto, binary=True, content_type=kind, notice=notice)
-        return self._text_content(proto, obj.data, asked_range)
+        return FileContent(name, clean, shown_revision, sha, self._blob_url(name, sha, clean, None), obj.size), obj
 
     @staticmethod
     def _check_range(start_line: int | None, end_line: int | None) -> tuple[int, int | None] | None:
@@ -157,7 +205,9 @@ class Contents:
             )
         return start, end_line
 
-    def _text_content(self, proto: FileContent, data: bytes, asked: tuple[int, int | None] | None) -> FileContent:
+    def _text_content(
+        self, proto: FileContent, data: bytes, asked: tuple[int, int | None] | None, *, cut: bool = True
+    ) -> FileContent:
         text = data.decode("utf-8", "replace")
         lines = text.split("\n")
         if text.endswith("\n") or not text:
@@ -177,7 +227,7 @@ class Contents:
         selected = lines[start - 1 : end]
         truncated, notice = False, None
         size = len(data) if asked is None else sum(len(line) + 1 for line in selected)
-        if size > MAX_FILE_BYTES and len(selected) > TRUNCATED_LINES:
+        if cut and size > MAX_FILE_BYTES and len(selected) > TRUNCATED_LINES:
             selected = selected[:TRUNCATED_LINES]
             truncated = True
             shown_end = start + TRUNCATED_LINES - 1

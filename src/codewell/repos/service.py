@@ -209,13 +209,29 @@ class RepoService:
         start_line: int | None = None,
         end_line: int | None = None,
         revision: str | None = None,
+        *,
+        whole: bool = False,
     ) -> FileContent:
         """A file's numbered lines at `revision`: ranges, a 200-line cut for files over 128 KB, binary detection.
 
         An `end_line` past the end is clamped to the last line; a `start_line` past the end is InvalidInput.
+        `whole=True` is for people's pages (the file view, blame): no 200-line cut, which is a rule for agents'
+        context windows; a file over 5 MB (`contents.MAX_WHOLE_FILE_BYTES`) then comes without its lines,
+        `truncated`, with a notice giving its size.
         """
         clean = clean_path(path, required=True)
-        return self.contents.read_file(self.get(actor, name), clean, start_line, end_line, revision)
+        return self.contents.read_file(self.get(actor, name), clean, start_line, end_line, revision, whole=whole)
+
+    def read_raw(self, actor: Actor, name: str, path: str, revision: str | None = None) -> tuple[FileContent, bytes]:
+        """A file's bytes as stored (the raw view), up to 64 MB (`contents.MAX_RAW_BYTES`); binary files come
+        with `binary` set and no bytes."""
+        clean = clean_path(path, required=True)
+        return self.contents.read_raw(self.get(actor, name), clean, revision)
+
+    def list_paths(self, actor: Actor, name: str, revision: str | None = None) -> tuple[str, list[str], bool]:
+        """(commit, every file path at `revision`, cut) for the file finder: at most 200,000 paths
+        (`contents.MAX_PATHS`), trees read, no blob."""
+        return self.contents.list_paths(self.get(actor, name), revision)
 
     def list_files(self, actor: Actor, name: str, path: str = "", revision: str | None = None) -> FileListing:
         """Direct children of directory `path` at `revision`: directories first (with `/`), at most 1000."""

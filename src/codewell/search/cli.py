@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from codewell.clikit import echo_json, fail, handle_errors, open_runtime, table_console
+from codewell.clikit.remote import remote_of
 from codewell.core.actors import INTERNAL
 
 if TYPE_CHECKING:
@@ -118,11 +119,25 @@ def _index_small(service: SearchService, repos: list[Repo], *, workers: int, for
 @handle_errors
 def search(ctx: click.Context, query: str, count: int | None, cursor: str | None, as_json: bool) -> None:
     """Search the indexed repositories and print results like the keyword_search tool."""
+    if as_json and cursor is not None:
+        fail("--cursor pages the text output; --json prints every match at once", "drop --cursor")
+    remote = remote_of(ctx)
+    if remote is not None:
+        if cursor is not None:
+            fail("--cursor pages a local search only", "through --server, --json prints every match at once")
+        params: dict[str, str | int] = {"q": query} if as_json else {"q": query, "format": "text"}
+        if count is not None:
+            params["count"] = count
+        body = remote.get("/.api/search", params)
+        if as_json:
+            echo_json(body)
+        else:
+            click.echo(body["text"])
+        click.echo(f"\n{body['matchCount']} matching lines in {body['durationMs']:.1f} ms", err=True)
+        return
     from codewell.search.render import read_cursor, render_results  # noqa: PLC0415 - lazy command
     from codewell.search.service import SearchService  # noqa: PLC0415 - lazy command
 
-    if as_json and cursor is not None:
-        fail("--cursor pages the text output; --json prints every match at once", "drop --cursor")
     skip = read_cursor(query, cursor) if cursor is not None else 0
     results = open_runtime(ctx).get(SearchService).search(INTERNAL, query, count=count)
     if as_json:

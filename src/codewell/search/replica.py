@@ -83,7 +83,7 @@ def replica_app(runtime: Runtime, name: str, calls: dict[str, ReplicaCall] | Non
             readable=frozenset(decode_ids(str(readable)).tolist()) if readable is not None else None,
             ranked=bool(body.get("rank", True)),
         )
-        ids, names = service.held()
+        ids, names = service.held(searched=True)
         return encode_results(results, names, ids)
 
     def status(body: dict[str, Any]) -> dict[str, Any]:

@@ -79,9 +79,11 @@ REFINE_FLOOR_SECONDS = 0.1
 # count:all is still bounded so one query cannot build an unbounded response in memory.
 MAX_COUNT = 1_000_000
 _UNINDEXED_CACHE = 4
-# Ranking asks the symbol source about at most this many files (one SQLite query per 500): a count:all over a
-# huge corpus ranks its definitions with the regex forms instead of paying a query per page of paths.
-MAX_SYMBOL_RANKED_FILES = 5_000
+# Ranking asks the symbol source about at most this many files: a page (tens of files) is ranked with the symbol
+# tables, a larger count:all with the regex forms. Reading a file's definitions costs ~1.4 ms on the Linux tree
+# (thousands of symbols in a C file): 5,000 files made a 12,000-line count:all over 2,000 repositories take 2 s,
+# slower than ripgrep (bench/cluster_bench.py).
+MAX_SYMBOL_RANKED_FILES = 300
 _CPUS = os.cpu_count() or 1
 # Merging (as Zoekt's compound shards): shards whose live content is below MERGE_SMALL_BYTES are merged into
 # compound shards of about COMPOUND_TARGET_BYTES; a shard with at least MERGE_DEAD_FRACTION of its documents
@@ -95,6 +97,8 @@ INDEX_BATCH_REPOS = 256
 # Readable repositories without an index are named one by one up to this many; more are counted.
 _SKIPPED_DETAIL = 20
 _SKIPPED_TTL_SECONDS = 10.0
+# A replica drops a repository this long after its new owner first said it holds it (queries in flight meanwhile).
+HANDOVER_GRACE_SECONDS = 10.0
 # How often the open shards' files are compared with their mappings (~2 µs a file: a few hundred µs a second).
 _INTEGRITY_SECONDS = 1.0
 # Per view: readable-set masks and per-shard document sets kept for repeated queries of the same actors.
@@ -304,6 +308,8 @@ class SearchService:
         self.replica = ""
         self._fanout: Fanout | None = None
         self._held_names: tuple[_View, dict[str, int]] | None = None
+        self._searched = threading.local()  # the view each thread's last search read (`held(searched=True)`)
+        self._handed: dict[int, float] = {}  # repository → when its new owner was first seen holding it
 
     def _pool(self) -> ProcessPoolExecutor | None:
         """Verification processes for exhaustive searches of big shards (started on first need)."""
@@ -336,9 +342,13 @@ class SearchService:
         nothing of the repositories it does not hold (the web tier accounts for those)."""
         self.replica = replica
 
-    def held(self) -> tuple[frozenset[int], dict[str, int]]:
-        """The repositories this process's shards hold now: their ids, and name → id."""
-        view = self._view()
+    def held(self, *, searched: bool = False) -> tuple[frozenset[int], dict[str, int]]:
+        """The repositories this process's shards hold now: their ids, and name → id. With `searched`, those of
+        the view this thread's last search read: what a replica answered for must be what it searched, even when
+        a new generation (a repository handed to its new owner) replaced the view meanwhile."""
+        view = getattr(self._searched, "view", None) if searched else None
+        if view is None:
+            view = self._view()
         cached = self._held_names
         if cached is None or cached[0] is not view:
             cached = self._held_names = (view, {entry.name: rid for rid, (_, entry) in view.repos.items()})
@@ -651,7 +661,7 @@ class SearchService:
         Everything per repository is a numpy mask over all of the view's repositories (readable, live, the
         `repo:` filters); Python loops run per shard, and per repository only for `repo:name@rev` targets.
         """
-        view = self._view()
+        view = self._searched.view = self._view()
         ids = self.repos.readable_ids(actor) if readable is None else readable
         selected = view.readable(ids)
         for pattern in q.exclude_repos:
@@ -1106,9 +1116,15 @@ class SearchService:
             jobs.enqueue_many("search.index", wanted, cause="rebalance", target=self.replica)
         gone = [rid for rid in held if rid not in existing]
         leaving = [rid for rid in held if rid in existing and not mine(rid)]
-        handed = self._held_by_owners(leaving)
+        # Dropped only once its owner has held it for a while: a query that reached the owner just before it held
+        # the repository, and reaches this replica just after it dropped it, would find it nowhere.
+        now = time.monotonic()
+        confirmed = set(self._held_by_owners(leaving))
+        self._handed = {rid: self._handed.get(rid, now) for rid in confirmed}
+        handed = [rid for rid, since in self._handed.items() if now - since >= HANDOVER_GRACE_SECONDS]
         for rid in gone + handed:
             self._forget(rid)
+            self._handed.pop(rid, None)
         return {"retargeted": moved, "to_index": len(wanted), "dropped": len(gone) + len(handed)}
 
     def _held_by_owners(self, ids: list[int]) -> list[int]:

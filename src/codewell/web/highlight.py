@@ -38,7 +38,7 @@ from pygments.util import ClassNotFound
 from codewell.runtime import Runtime
 from codewell.web import highlight_ts
 
-__all__ = ["MAX_HIGHLIGHT_CHARS", "SCOPE", "HighlightStore", "highlight_lines", "stylesheet"]
+__all__ = ["MAX_HIGHLIGHT_CHARS", "SCOPE", "HighlightStore", "highlight_lines", "plain_lines", "stylesheet"]
 
 # Pygments class names are scoped under this class so that they cannot clash with the page's own classes.
 SCOPE = "hl"
@@ -179,9 +179,15 @@ def highlight_lines(path: str, lines: list[str], store: HighlightStore | None = 
     return list(_highlighted(store, path, "\n".join(lines), len(lines)))
 
 
+def plain_lines(lines: list[str]) -> list[Markup]:
+    """`lines` escaped, without highlighting or caching: for files over MAX_HIGHLIGHT_CHARS, whose view shows one
+    page of lines at a time, so only that page is escaped."""
+    return [escape(line) for line in lines]
+
+
 # The first layer: the same file is often opened again (each search result, each line link). Keyed by content
-# (and the store), so a hit never crosses permissions: the caller has read the file already. Files are at most
-# ~128 KB of text (read_file's cut), so 32 entries stay small.
+# (and the store), so a hit never crosses permissions: the caller has read the file already. The file view calls
+# it only for files up to MAX_HIGHLIGHT_CHARS (512 KB, ~2 MB of fragments): 32 entries stay under ~80 MB.
 @functools.lru_cache(maxsize=32)
 def _highlighted(store: HighlightStore | None, path: str, text: str, count: int) -> tuple[Markup, ...]:
     key = _key(path, text) if store is not None else ""

@@ -210,6 +210,10 @@ async def definition_page(request: Request) -> Response:
     nav = runtime.get(CodeNavService)
     found = await run_in_threadpool(nav.go_to_definition, actor, name, path, symbol, revision or None)
     rows = [_definition_row(d) for d in found.candidates]
+    if request.query_params.get("view") == "hover":
+        # The file view's hover card (codewell.js): the best candidate's definition lines (signature, docs).
+        more = len(rows) - 1
+        return render(request, "web/hover.html", row=rows[0], symbol=symbol, more=more)
     if len(rows) == 1:
         return RedirectResponse(rows[0]["url"], status_code=303)
     origin = urls.blob_url("", found.repo, found.commit, path) + (f"?L{line}#L{line}" if line else "")
@@ -259,4 +263,9 @@ async def references_page(request: Request) -> Response:
     actor, runtime = actor_of(request), runtime_of(request)
     name, revision, path, symbol, _line = _query(request)
     context = await run_in_threadpool(_references, runtime, actor, name, revision, path, symbol)
-    return render(request, "web/references.html", title=f"References of {symbol}", symbol=symbol, **context)
+    # `view=panel`: the same answer as a fragment for the file view's side panel (codewell.js).
+    template = "web/references_panel.html" if request.query_params.get("view") == "panel" else "web/references.html"
+    page_url = _page_url(
+        f"/{name}@{revision}/-/" if revision else f"/{name}/-/", "references", path, _line or 0, symbol
+    )
+    return render(request, template, title=f"References of {symbol}", symbol=symbol, page_url=page_url, **context)

@@ -273,6 +273,8 @@ def idle(runtime: Runtime) -> bool:
         ).first()
 
 
+# Seven processes building 300 repositories twice over (the cluster and the single process) on CI's two cores.
+@pytest.mark.timeout(1200)
 def test_the_cluster_answers_like_one_process_and_survives_its_replicas(tmp_path: Path, cluster_database: str) -> None:
     corpus, private = tmp_path / "corpus", tmp_path / "private"
     write_corpus(corpus)

@@ -11,7 +11,7 @@ from html import unescape
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import Page, expect, sync_playwright
 from starlette.testclient import TestClient
 
 from codewell.core.actors import INTERNAL
@@ -194,8 +194,10 @@ def test_follow_a_link_to_a_definition_then_its_references_in_a_browser(browser_
         tab.locator('tr#L6 a.ident[title="Go to definition"]', has_text="exported").first.click()
     assert "/-/blob/pkg/impl.py?L1-2" in tab.url
     assert tab.locator("tr.hit").first.get_attribute("id") == "L1"
+    tab.locator('tr#L1 a.ident[title="Find references"]', has_text="exported").click()
+    expect(tab.locator("#refs-panel")).to_contain_text("return exported() + exported()")
     with tab.expect_navigation():
-        tab.locator('tr#L1 a.ident[title="Find references"]', has_text="exported").click()
+        tab.locator("#refs-panel a", has_text="open as a page").click()
     assert "/-/references?" in tab.url
     assert "return exported() + exported()" in tab.locator("main").inner_text()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)

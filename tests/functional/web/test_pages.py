@@ -143,7 +143,12 @@ def test_search_page_shows_escaped_highlighted_matches_linking_to_the_lines(
     sha = _sha(runtime, "acme/secret")
     page = client.get("/search", params={"q": "alert"}, headers=world["owner"])
     assert page.status_code == 200
-    assert "&lt;script&gt;<mark>alert</mark>(&#34;x&#34;)&lt;/script&gt;" in page.text
+    # Highlighted (each token escaped), the match marked inside its token.
+    assert (
+        '<span class="nt">script</span><span class="p">&gt;</span><span class="nx"><mark>alert</mark></span>'
+        in page.text
+    )
+    assert "<script>alert" not in page.text
     assert f'href="/acme/secret@{sha}/-/blob/src/evil.html?L1#L1"' in page.text
     assert "2 matches in 2 files" in page.text  # README.md and src/evil.html
     hidden = client.get("/search", params={"q": "alert"}, headers=world["other"])

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from codewell.cli import searcher as searcher_cli
 from codewell.core.actors import ANONYMOUS, INTERNAL, Actor
 from codewell.jobs.placement import ranked
-from codewell.search.cluster import coverage, internal_token, merge_files, preferred_holders
+from codewell.search.cluster import INTERNAL_PREFIX, coverage, internal_token, merge_files, preferred_holders
 from codewell.search.results import FileMatch, LineMatch, SearchResults
 from codewell.search.wire import (
     decode_actor,
@@ -141,3 +142,8 @@ def test_definitions_are_cut_to_the_limit_over_all_replicas() -> None:
     files, count, cut = merge_files([a, b], {}, 3, 3, by_order)
     assert [f.repo for f in files] == ["org/a", "org/b", "org/c"]
     assert (count, cut) == (3, True)
+
+
+def test_the_command_line_asks_replicas_where_the_replicas_answer() -> None:
+    # `codewell searcher` keeps its own copy of the prefix so that its --help imports no service.
+    assert searcher_cli.INTERNAL_PREFIX == INTERNAL_PREFIX

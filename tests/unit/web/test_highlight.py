@@ -193,9 +193,11 @@ def test_search_result_blocks_escape_the_repository_text_and_mark_matches() -> N
     assert "<script" not in block
     assert "<b>" not in block
     assert 'href="/acme/&#34;x&#34;@abc123/-/blob/dir/&lt;b&gt;&#34;q&#34;.c?L3#L3"' in block
-    assert block.count("<mark>linus torvalds</mark>") == LINES_PER_FILE
-    assert "2 more matching lines in this file." in block
-    assert block.count("<tr>") == LINES_PER_FILE
+    # The first LINES_PER_FILE lines shown, the other two behind "show more" (a <details>, no JavaScript).
+    shown, more = block.split('<details class="more-matches">')
+    assert shown.count("<mark>linus torvalds</mark>") == LINES_PER_FILE
+    assert "Show 2 more matching lines" in more
+    assert more.count("<mark>linus torvalds</mark>") == 2
 
 
 def test_tree_sitter_output_for_javascript_and_go() -> None:

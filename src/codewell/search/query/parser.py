@@ -215,7 +215,9 @@ def _read_word(query: str, start: int, group_depth: int) -> tuple[str, int]:
     return query[start:i], i
 
 
-def _tokenize(query: str) -> list[_Tok]:
+def _tokenize(query: str, *, regex_mode: bool = False) -> list[_Tok]:
+    """The query's tokens. In `regex_mode` (patterntype:regexp) a `(` opens a group only around AND/OR/NOT, and a
+    stray `)` is regex text: `func (c \\*Command) Execute` is one regex, not a group (see _merge_regex_words)."""
     tokens: list[_Tok] = []
     depth = 0
     i = 0
@@ -224,6 +226,11 @@ def _tokenize(query: str) -> list[_Tok]:
         ch = query[i]
         if ch.isspace():
             i += 1
+            continue
+        if regex_mode and ((ch == "(" and not _is_group(query, i)) or (ch == ")" and depth == 0)):
+            start = i
+            word, i = _read_word(query, i, depth)
+            tokens.append(_Tok("term", word, start))
             continue
         if ch == "(":
             # `(` starts a group only when followed by something that is not a word character run to `)`:
@@ -260,6 +267,46 @@ def _tokenize(query: str) -> list[_Tok]:
         else:
             tokens.append(_Tok("term", word, start))
     return tokens
+
+
+def _is_group(query: str, start: int) -> bool:
+    """Whether the `(` at `start` groups boolean terms: its matching `)` encloses a word AND, OR or NOT."""
+    depth = 0
+    i = start
+    while i < len(query):
+        ch = query[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                inside = query[start + 1 : i].replace("(", " ").replace(")", " ")
+                return any(word.lower() in _KEYWORDS for word in inside.split())
+        i += 1
+    return False  # never closed: regex text (RE2 then reports the missing parenthesis)
+
+
+def _merge_regex_words(query: str, tokens: list[_Tok]) -> list[_Tok]:
+    """patterntype:regexp: bare words next to each other (no operator, filter, quote or /regex/ between) are one
+    regex with the query's own whitespace in it, as typed. Splitting them made `func (c \\*Command) Execute`
+    three terms ANDed anywhere in a file (#32)."""
+    out: list[_Tok] = []
+    for tok in tokens:
+        prev = out[-1] if out else None
+        if prev is not None and _bare(prev) and _bare(tok):
+            end = tok.position + len(tok.value)
+            out[-1] = _Tok("term", query[prev.position : end], prev.position)
+        else:
+            out.append(tok)
+    return out
+
+
+def _bare(tok: _Tok) -> bool:
+    """A word typed as is (its value is the query's text from its position): not quoted, not /.../, not sym:."""
+    return tok.kind == "term" and not tok.quoted and not tok.regex and not tok.name
 
 
 def _read_field(query: str, m: re.Match[str], depth: int) -> tuple[_Tok, int]:
@@ -428,13 +475,12 @@ def parse_query(text: str, *, regex_default: bool = False) -> Query:
         )
     if not text.strip():
         raise InvalidInput("empty query", hint='type a search term, e.g. mutex_lock or "exact phrase" or /regex/')
-    tokens = _tokenize(text)
+    tokens, regex_default = _tokens(text, regex_default)
     fields = [t for t in tokens if t.kind == "field"]
     rest = [t for t in tokens if t.kind != "field"]
     opts = _Opts()
     if any(t.name == "sym" for t in rest):
         opts.type = "symbol"
-    regex_default = _pattern_type(text, fields, regex_default)
     for tok in fields:
         _apply_field(text, tok, opts)
     expr = _Parser(text, rest, regex_default).parse()
@@ -476,6 +522,29 @@ def parse_query(text: str, *, regex_default: bool = False) -> Query:
         timeout=opts.timeout,
         regex_default=regex_default,
     )
+
+
+def _tokens(text: str, regex_default: bool) -> tuple[list[_Tok], bool]:
+    """The query's tokens and whether bare words are regexes (the caller's default or a patterntype: field).
+
+    Which tokenizer applies depends on a field inside the query, so it is tokenized as keywords first; text
+    only valid as regex (`foo( )`) fails that pass and is tried as regex text before the error is shown."""
+    try:
+        tokens = _tokenize(text, regex_mode=regex_default)
+    except InvalidInput as exc:
+        if regex_default:
+            raise
+        try:
+            tokens = _tokenize(text, regex_mode=True)
+        except InvalidInput:
+            raise exc from None
+        if not _pattern_type(text, [t for t in tokens if t.kind == "field"], regex_default):
+            raise
+        return _merge_regex_words(text, tokens), True
+    regex = _pattern_type(text, [t for t in tokens if t.kind == "field"], regex_default)
+    if regex and not regex_default:
+        tokens = _tokenize(text, regex_mode=True)
+    return (_merge_regex_words(text, tokens) if regex else tokens), regex
 
 
 def _leaves(node: Node | None) -> list[Pattern]:

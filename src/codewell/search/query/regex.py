@@ -45,8 +45,16 @@ def compile_regex(pattern: str, *, case_sensitive: bool) -> Any:
     try:
         return re2.compile(b"(?m)" + pattern.encode("utf-8"), options)
     except re2.error as exc:
-        reason = str(exc) or "invalid regular expression"
+        reason = _reason(exc) or "invalid regular expression"
         raise InvalidInput(f"invalid regex /{pattern}/: {reason}", hint=_regex_hint(pattern, reason)) from None
+
+
+def _reason(exc: Exception) -> str:
+    """RE2's reason as text: it comes as bytes quoting the compiled pattern, which starts with our `(?m)`
+    (`str()` showed people `b'missing ): (?m)a('`, #32)."""
+    raw = exc.args[0] if exc.args else ""
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+    return text.replace(": (?m)", ": ", 1)
 
 
 def _regex_hint(pattern: str, reason: str) -> str:

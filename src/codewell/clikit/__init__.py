@@ -1,4 +1,5 @@
-"""The CLI kit: building the runtime from flags and turning service errors into one clear line.
+"""The CLI kit: building the runtime from flags and turning service errors into one clear line; `remote` is the
+client of a codewell server's REST API (`codewell --server URL`).
 
 It imports no capability: the root command (`codewell.cli.main`) puts the function that wires the
 capabilities into a runtime on the click context (`ctx.obj`), and `open_runtime` calls it.
@@ -69,6 +70,14 @@ def settings_from_context(ctx: click.Context, **overrides: Any) -> Settings:
 
 def open_runtime(ctx: click.Context, *, migrate: bool = False, **overrides: Any) -> Runtime:
     """Open the runtime for a command; with migrate=True apply pending migrations, else require none."""
+    if ctx.find_root().params.get("server"):
+        # Only the reading commands go through a server's API; any other would act on this machine's data
+        # directory while the person believes it acts on the server.
+        raise CodewellError(
+            f"`codewell {ctx.command_path.split(' ', 1)[-1]}` works on this machine's data directory, not --server",
+            hint="drop --server (and unset CODEWELL_SERVER); through a server: search, nls, read, definition, "
+            "references, history search, deepsearch ask|list|show",
+        )
     # The database layer and its models: imported by a command that runs, never by its `--help`.
     from codewell.runtime import Runtime  # noqa: PLC0415
 
