@@ -48,8 +48,8 @@ def served(runtime: Runtime, settings: Settings, tmp_path: Path) -> Iterator[tup
     with deployed(tmp_path, settings) as deployment:
         deployment.serve("web")
         deployment.wait_ready("web")
-        # Registered only: the server's own jobs clone and index it (what the test is about is the remote CLI; a
-        # `repos add` that drains the jobs beside the server hung 300 s once in CI under load, being looked into).
+        # Registered only: the server's own jobs clone and index it (this test is about the remote CLI; draining
+        # beside a server is tests/functional/jobs/test_processes.py's).
         added = subprocess.run(
             [*CODEWELL, "repos", "add", str(source), "--name", REPO, "--no-sync"],
             env=deployment.env,

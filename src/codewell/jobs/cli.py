@@ -9,7 +9,7 @@ import json
 import os
 import signal
 import sys
-import threading
+import time
 from dataclasses import asdict
 from datetime import datetime
 from types import FrameType
@@ -203,17 +203,26 @@ def worker(ctx: click.Context, kinds: str | None, concurrency: int | None, grace
     runtime = open_runtime(ctx)
     selected = frozenset(k.strip() for k in kinds.split(",") if k.strip()) if kinds else None
     runner = JobRunner(runtime, role="worker", kinds=selected, concurrency=concurrency or runtime.job_threads)
-    stop = threading.Event()
+    # The handler only flips a flag: a lock taken in a handler (threading.Event.set) deadlocks when a second signal
+    # (the kernel's parent-death SIGTERM right after the server's own) interrupts the main thread while it holds
+    # that lock, in `wait` or in the first handler. Seen: a worker child stuck for minutes after its server died,
+    # holding the job it was running.
+    stopping: list[bool] = []
 
     def on_signal(_signum: int, _frame: FrameType | None) -> None:
-        stop.set()
+        stopping.append(True)
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     server = _server_pid()
     runner.start()
     click.echo(f"worker {runner.owner} running {', '.join(sorted(selected)) if selected else 'every job kind'}")
-    while not stop.wait(1.0):
+    ticks = 0
+    while not stopping:
+        time.sleep(0.1)
+        ticks += 1
+        if ticks % 10:
+            continue
         if server is not None and os.getppid() != server:
             # The parent-death signal never came: the server died before this process asked for it.
             click.echo("stopping: the server that started this worker is gone")
