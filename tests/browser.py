@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 from playwright.sync_api import ConsoleMessage, Page
@@ -63,6 +64,19 @@ def serve_app(runtime: Runtime, port: int | None = None) -> Iterator[str]:
 AXE_VERSION = "4.10.3"
 AXE_TARBALL_SHA256 = "0f2b4d7dcdf7d1219df8d1959ad68e565f51d14c3f0d88bb71cd59abeb956292"
 ARTIFACTS = Path(__file__).parent / ".artifacts"
+
+
+def serious_violations(tab: Any, axe: str) -> list[str]:
+    """axe-core's serious and critical violations on `tab`'s page ("id (impact): first target"); `axe` is
+    `axe_source()`, injected through the devtools protocol (the page's CSP does not apply)."""
+    tab.evaluate(axe)
+    result = tab.evaluate("axe.run(document, {resultTypes: ['violations']})")
+    assert result["testEngine"]["version"] == AXE_VERSION
+    return [
+        f"{v['id']} ({v['impact']}): {v['nodes'][0]['target']}"
+        for v in result["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
 
 
 def axe_source() -> str:

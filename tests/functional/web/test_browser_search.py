@@ -16,7 +16,16 @@ from playwright.sync_api import Page, sync_playwright
 from codewell.core.actors import INTERNAL
 from codewell.runtime import Runtime
 from codewell.search.service import SearchService
-from tests.browser import ARTIFACTS, AXE_VERSION, CHROMIUM, CHROMIUM_ARGS, axe_source, serve_app, sign_in, watch_console
+from tests.browser import (
+    ARTIFACTS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    axe_source,
+    serious_violations,
+    serve_app,
+    sign_in,
+    watch_console,
+)
 from tests.factories import make_user
 from tests.gitfixtures import make_repo, register_local_repo
 
@@ -132,14 +141,7 @@ def test_the_search_page_has_no_serious_accessibility_violations(site: str, page
         tab.emulate_media(color_scheme=scheme)
         for url in ("/search?q=execute&context=2", "/search?q=a(&patternType=regexp", "/search?q=execute&word=yes"):
             tab.goto(f"{site}{url}")
-            tab.evaluate(axe)  # through the devtools protocol: the page's CSP does not apply
-            result = tab.evaluate("axe.run(document, {resultTypes: ['violations']})")
-            assert result["testEngine"]["version"] == AXE_VERSION
-            bad = [
-                f"{v['id']} ({v['impact']}): {v['nodes'][0]['target']}"
-                for v in result["violations"]
-                if v["impact"] in ("serious", "critical")
-            ]
+            bad = serious_violations(tab, axe)
             if bad:
                 found[f"{scheme} {url}"] = bad
         _shot(tab, f"search-{scheme}")

@@ -20,7 +20,16 @@ from codewell.jobs.runner import drain
 from codewell.repos.service import RepoService, repo_resource
 from codewell.runtime import Runtime
 from codewell.search.service import SearchService
-from tests.browser import ARTIFACTS, AXE_VERSION, CHROMIUM, CHROMIUM_ARGS, axe_source, serve_app, sign_in, watch_console
+from tests.browser import (
+    ARTIFACTS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    axe_source,
+    serious_violations,
+    serve_app,
+    sign_in,
+    watch_console,
+)
 from tests.factories import auth_headers, make_token, make_user
 from tests.gitfixtures import make_repo, register_local_repo
 
@@ -342,14 +351,7 @@ def test_the_file_view_with_its_finder_and_panel_has_no_serious_accessibility_vi
                 tab.keyboard.press("t")
                 tab.keyboard.type("small")
                 expect(tab.locator("#finder-list li")).to_have_count(1)
-            tab.evaluate(axe)
-            result = tab.evaluate("axe.run(document, {resultTypes: ['violations']})")
-            assert result["testEngine"]["version"] == AXE_VERSION
-            bad = [
-                f"{v['id']} ({v['impact']}): {v['nodes'][0]['target']}"
-                for v in result["violations"]
-                if v["impact"] in ("serious", "critical")
-            ]
+            bad = serious_violations(tab, axe)
             if bad:
                 found[f"{scheme} {state}"] = bad
     assert found == {}, json.dumps(found, indent=1)
