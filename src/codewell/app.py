@@ -17,6 +17,7 @@ from starlette.routing import BaseRoute
 
 from codewell.capabilities import wire
 from codewell.core.errors import CodewellError
+from codewell.core.processes import freeze_startup_heap
 from codewell.http import ops
 from codewell.http.errors import codewell_error_handler, os_error_handler, unhandled_error_handler
 from codewell.http.middleware import RequestContextMiddleware
@@ -62,6 +63,7 @@ def create_app(runtime: Runtime, *, background: bool = True) -> Starlette:
         if background:
             loops = [("config-watcher", config_watcher), *runtime.background]
             tasks = [asyncio.create_task(loop(runtime), name=name) for name, loop in loops]
+            freeze_startup_heap()  # a real server (tests build many apps in one process: they keep collecting)
         try:
             yield
         finally:

@@ -25,7 +25,7 @@ import pytest
 PROJECT = Path(__file__).resolve().parents[2]
 BENCH = PROJECT / "bench"
 # Modules of bench/ that are libraries of the benches, not benches.
-LIBRARIES = {"benchkit.py", "corpus.py", "tiny_corpus.py"}
+LIBRARIES = {"benchkit.py", "corpus.py", "gojs_corpus.py", "tiny_corpus.py"}
 POSTGRES = os.environ.get("CODEWELL_TEST_POSTGRES_SERVER", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 
 

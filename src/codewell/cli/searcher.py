@@ -57,6 +57,7 @@ def searcher(
     if ctx.invoked_subcommand is not None:
         return
     # The services: imported when a replica runs, not by `codewell searcher --help`.
+    from codewell.core.processes import freeze_startup_heap  # noqa: PLC0415 - lazy command
     from codewell.jobs.placement import SEARCHER  # noqa: PLC0415 - lazy command (docs/architecture.md)
     from codewell.jobs.runner import JobRunner  # noqa: PLC0415 - lazy command
     from codewell.jobs.service import JobService  # noqa: PLC0415 - lazy command
@@ -96,6 +97,7 @@ def searcher(
                 runtime.site_config.refresh()
 
         task = asyncio.create_task(refresh())
+        freeze_startup_heap()
         try:
             yield
         finally:

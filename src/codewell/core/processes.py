@@ -21,6 +21,7 @@ included) when it shuts down.
 from __future__ import annotations
 
 import ctypes
+import gc
 import logging
 import os
 import signal
@@ -165,3 +166,12 @@ def stop_pools(grace_seconds: float = POOL_GRACE_SECONDS) -> None:
         stopper.start()
     for stopper in stoppers:
         stopper.join()
+
+
+def freeze_startup_heap() -> None:
+    """Move every object alive now (modules, the app, routes, settings: what a server keeps for its whole life)
+    into the permanent generation, after one last collection: each later full collection then walks only what
+    requests allocated since, instead of the whole start-up heap again (tens of milliseconds on a busy server).
+    Call it once a long-lived server has started, never in tests (they build many apps in one process)."""
+    gc.collect()
+    gc.freeze()

@@ -57,6 +57,8 @@ __all__ = [
     "match_quality",
     "phrase_regex",
     "rank",
+    "score",
+    "sort_by_rank",
     "whole_word_regex",
 ]
 
@@ -453,22 +455,23 @@ def match_quality(file: FileMatch, terms: Sequence[str] = (), *, case_sensitive:
 # Ranking ---------------------------------------------------------------------------------------------------
 
 
-def rank(
+def score(
     files: list[FileMatch],
     terms: Sequence[str] = (),
     *,
     case_sensitive: bool = False,
     definitions: Mapping[tuple[str, str], Sequence[tuple[int, int, int]]] | None = None,
 ) -> None:
-    """Sort `files` in place by the tiers in the module docstring (name, definition, quality, code, score).
+    """Set each file's ranking key (`order`: the tiers in the module docstring: name, definition, quality,
+    code, score) and `score`, leaving `files` in their order. A key depends on its file alone, so files scored
+    apart (on the searcher replicas that hold them, beside their symbol tables) sort as if scored together.
 
     Uses the match ranges already on each line and the query's plain `terms` (in query order). `definitions`
     maps (repository, path) to the defined names' spans from a symbol table (search/symbols.py): those files
-    are judged by it, the others by the regex forms. Sets `score` on every file; the sort is stable.
+    are judged by it, the others by the regex forms.
     """
     code_query = looks_like_code(terms)
     tables = definitions or {}
-    keys: dict[int, tuple[bool, bool, int, bool, float]] = {}
     seen: dict[str, dict[str, bool]] = {}
     for f in files:
         defines = has_definition(f, tables.get((f.repo, f.path)), seen=seen)
@@ -482,5 +485,21 @@ def rank(
             + (CODE_BONUS if code else 0.0)
             + base
         )
-        keys[id(f)] = f.order = (f.path_match, defines, quality, code, base)
-    files.sort(key=lambda f: keys[id(f)], reverse=True)
+        f.order = (f.path_match, defines, quality, code, base)
+
+
+def sort_by_rank(files: list[FileMatch]) -> None:
+    """Sort files `score` keyed, best first; the sort is stable (ties keep their order)."""
+    files.sort(key=lambda f: f.order, reverse=True)
+
+
+def rank(
+    files: list[FileMatch],
+    terms: Sequence[str] = (),
+    *,
+    case_sensitive: bool = False,
+    definitions: Mapping[tuple[str, str], Sequence[tuple[int, int, int]]] | None = None,
+) -> None:
+    """Sort `files` in place by the tiers in the module docstring (`score`, then `sort_by_rank`)."""
+    score(files, terms, case_sensitive=case_sensitive, definitions=definitions)
+    sort_by_rank(files)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+import orjson
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from codewell.analytics.events import FEATURE_SEARCH, track_usage
@@ -27,7 +28,7 @@ def _count(request: Request) -> int | None:
     return int(raw)
 
 
-async def search(request: Request) -> JSONResponse:
+async def search(request: Request) -> Response:
     query = request.query_params.get("q")
     if query is None:
         raise InvalidInput("missing query parameter q", hint="GET /.api/search?q=mutex_lock")
@@ -37,14 +38,16 @@ async def search(request: Request) -> JSONResponse:
         service = runtime.get(SearchService)
         count, as_text = _count(request), request.query_params.get("format") == "text"
 
-        def answer() -> tuple[JSONResponse, str]:
+        def answer() -> tuple[Response, str]:
             # The answer is built and encoded in the worker thread too: a count:all of hundreds of thousands of
             # lines takes seconds to turn into JSON, which must not hold the event loop (every other request).
             results = service.search(actor, query, count=count)
             body = results.to_json()
             if as_text:
                 body["text"] = render_results(results, query).text
-            return JSONResponse(body), results.files[0].language if results.files else ""
+            # orjson: the standard library's encoder took ~10 % of a clustered search's time on the web tier.
+            encoded = Response(orjson.dumps(body), media_type="application/json")
+            return encoded, results.files[0].language if results.files else ""
 
         response, usage.language = await asyncio.to_thread(answer)
         usage.result_bytes = len(response.body)

@@ -44,7 +44,7 @@ from codewell.search.indexer import MirrorSource, branch_commits, build_from_mir
 from codewell.search.parallel import search_many, search_shard_parallel
 from codewell.search.query.parser import And, Pattern, Query, parse_query
 from codewell.search.query.regex import compile_regex
-from codewell.search.ranking import better_match_regexes, rank
+from codewell.search.ranking import better_match_regexes, rank, score
 from codewell.search.results import FileMatch, IndexStatus, LineMatch, SearchResults
 from codewell.search.searcher import file_matches, gc_paused
 from codewell.search.symbols import DefinitionSpans, SymbolMatch, SymbolSource, name_matcher, symbol_order
@@ -372,7 +372,8 @@ class SearchService:
         replicas = self.runtime.get(JobService).replicas()
         body = {
             "actor": encode_actor(actor),
-            "rank": False,  # ranked here, once, over the merged page
+            # Each replica scores its files beside its symbol tables; the merged page is sorted here, once.
+            "rank": False,
             "readable": encode_ids(readable.tolist()),
             "query": query,
             "count": count,
@@ -392,12 +393,7 @@ class SearchService:
                 continue
             answers.append((reply.replica.name, results, repo_ids))
             held[reply.replica.name] = holds
-        terms = [p.text for p in q.patterns() if not p.regex]
-
-        def rank_text(files: list[FileMatch]) -> None:
-            rank(files, terms, case_sensitive=q.case_sensitive, definitions=self._definition_spans(files))
-
-        files, match_count, cut = merge_files(answers, preferred_holders(held), limit, limit or MAX_COUNT, rank_text)
+        files, match_count, cut = merge_files(answers, preferred_holders(held), limit, limit or MAX_COUNT)
         out = SearchResults(
             files,
             match_count,
@@ -475,7 +471,8 @@ class SearchService:
 
         `readable`: the actor's readable repository ids when the caller already has them (a searcher replica
         gets them from the web tier with the query, so that N replicas do not each ask the database again).
-        `ranked=False` leaves the text matches in repository-name order (the web tier ranks the merged page)."""
+        `ranked=False` scores the text matches (their ranking keys) but leaves them in repository-name order: the
+        web tier of a cluster sorts the merged page by those keys (search/cluster.py)."""
         with gc_paused():
             if self.fans_out:
                 return self._search_replicas(actor, query, count, timeout)
@@ -536,13 +533,12 @@ class SearchService:
                 results.timed_out |= extra.timed_out and time.monotonic() >= deadline
                 if results.timed_out or extra.limit_hit or time.monotonic() >= refine_deadline:
                     break  # a full page of the better form is enough to rank from
-        if ranked:
-            rank(
-                results.files,
-                [p.text for p in q.patterns() if not p.regex],
-                case_sensitive=q.case_sensitive,
-                definitions=self._definition_spans(results.files),
-            )
+        (rank if ranked else score)(
+            results.files,
+            [p.text for p in q.patterns() if not p.regex],
+            case_sensitive=q.case_sensitive,
+            definitions=self._definition_spans(results.files),
+        )
         if symbol_files:
             defined = {(f.repo, f.path) for f in symbol_files}
             results.files = symbol_files + [f for f in results.files if (f.repo, f.path) not in defined]

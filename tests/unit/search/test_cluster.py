@@ -30,11 +30,6 @@ def _file(
     return f
 
 
-def by_order(files: list[FileMatch]) -> None:
-    """Ranking's sort, by the keys the tests give (search/ranking.py computes them from the lines)."""
-    files.sort(key=lambda f: f.order, reverse=True)
-
-
 def _answer(
     name: str, files: list[tuple[FileMatch, int]], *, limit_hit: bool = False
 ) -> tuple[str, SearchResults, list[int]]:
@@ -57,7 +52,7 @@ def test_answers_merge_in_ranking_order_with_ties_by_repository_name() -> None:
             (_file("org/c", "w.go", 3, (True, False, 0, False, 0.0)), 3),
         ],
     )
-    files, count, cut = merge_files([a, b], {}, None, 1000, by_order)
+    files, count, cut = merge_files([a, b], {}, None, 1000)
     assert [f.repo for f in files] == ["org/c", "org/b", "org/a", "org/d"]  # path match, definition, then ties by name
     assert (count, cut) == (7, False)
 
@@ -71,7 +66,7 @@ def test_a_page_is_filled_in_repository_name_order_then_ranked() -> None:
         ],
     )
     b = _answer("s2", [(_file("org/b", "2", 3, (False, False, 2, True, 5.0)), 2)])
-    files, count, cut = merge_files([a, b], {}, 5, 5, by_order)
+    files, count, cut = merge_files([a, b], {}, 5, 5)
     assert [f.repo for f in files] == ["org/b", "org/a"]  # org/c comes after the page is full, as one process
     assert (count, cut) == (6, True)
 
@@ -80,9 +75,7 @@ def test_symbol_definitions_come_first_by_closeness() -> None:
     text = _file("org/a", "t.go", 1, (False, False, 2, True, 1.0))
     far = _file("org/a", "s.go", 1, (2, 1, 4, "s.go"), labels={1: "func FooBar"})
     near = _file("org/z", "s.go", 1, (0, 1, 4, "s.go"), labels={1: "func Foo"})
-    files, _, _ = merge_files(
-        [_answer("s1", [(text, 1), (far, 1)]), _answer("s2", [(near, 26)])], {}, None, 1000, by_order
-    )
+    files, _, _ = merge_files([_answer("s1", [(text, 1), (far, 1)]), _answer("s2", [(near, 26)])], {}, None, 1000)
     assert [(f.repo, f.path) for f in files] == [("org/z", "s.go"), ("org/a", "s.go"), ("org/a", "t.go")]
 
 
@@ -99,7 +92,7 @@ def test_a_repository_held_twice_counts_once_from_its_preferred_holder() -> None
             (_file("org/h", "b", 1, (False, False, 0, False, 0.0)), 8),
         ],
     )
-    files, count, _ = merge_files([one, two], preferred, None, 1000, by_order)
+    files, count, _ = merge_files([one, two], preferred, None, 1000)
     assert [(f.repo, f.path) for f in files] == [("org/g", "a"), ("org/h", "b")]
     assert count == 3
     assert preferred_holders({"s1": np.array([1])}) == {}
@@ -139,7 +132,7 @@ def test_definitions_are_cut_to_the_limit_over_all_replicas() -> None:
     defs = [_file(f"org/{c}", "s.go", 1, (0, 1, 4, "s.go"), labels={1: "func F"}) for c in "abcd"]
     a = _answer("s1", [(defs[0], 1), (defs[2], 3)])
     b = _answer("s2", [(defs[1], 2), (defs[3], 4)])
-    files, count, cut = merge_files([a, b], {}, 3, 3, by_order)
+    files, count, cut = merge_files([a, b], {}, 3, 3)
     assert [f.repo for f in files] == ["org/a", "org/b", "org/c"]
     assert (count, cut) == (3, True)
 
