@@ -31,7 +31,6 @@ from urllib3.exceptions import ConnectTimeoutError, HTTPError, MaxRetryError, Ne
 from urllib3.exceptions import TimeoutError as TransportTimeout
 
 from codewell.jobs.placement import Replica, ranked
-from codewell.search.ranking import sort_by_rank
 from codewell.search.results import FileMatch, SearchResults
 
 __all__ = [
@@ -216,7 +215,7 @@ def merge_files(
                 text = text[:k]
                 break
             lines += f.line_count
-    sort_by_rank(text)
+    text.sort(key=lambda f: f.order, reverse=True)  # ranking's order (`ranking.sort_by_rank`), best first
     symbols.sort(key=lambda f: f.repo)
     symbols.sort(key=lambda f: f.order)
     # One process keeps the first `limit` definitions of all; each replica kept its own first `limit`.
