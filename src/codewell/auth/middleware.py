@@ -8,7 +8,8 @@ from http.cookies import SimpleCookie
 from urllib.parse import parse_qs, quote
 
 from starlette.concurrency import run_in_threadpool
-from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -19,7 +20,7 @@ from codewell.auth.service import AuthService, ClientInfo
 from codewell.core.actors import ANONYMOUS, Actor
 from codewell.core.errors import CodewellError, InvalidInput, PermissionDenied, Unauthenticated, Unavailable
 from codewell.http import ops
-from codewell.http.errors import error_body
+from codewell.http.errors import error_body, error_response
 from codewell.http.sessions import CSRF_HEADER, SESSION_COOKIE, same
 from codewell.runtime import Runtime
 
@@ -81,13 +82,16 @@ def is_api_path(path: str) -> bool:
     return path.startswith(("/.api/", "/analytics/api/"))
 
 
-def _error_response(path: str, error: CodewellError, challenge: str | None = None) -> Response:
+def _error_response(scope: Scope, error: CodewellError, challenge: str | None = None) -> Response:
     headers = {"WWW-Authenticate": challenge} if challenge and error.http_status == 401 else {}
     if isinstance(error, Unavailable) and error.retry_after:
         headers["Retry-After"] = str(error.retry_after)
-    if is_api_path(path):
+    if is_api_path(scope["path"]):
         return JSONResponse(error_body(error), status_code=error.http_status, headers=headers)
-    return PlainTextResponse(error.message, status_code=error.http_status, headers=headers)
+    # Elsewhere the one error mapping (http/errors.py): a page for browsers, JSON for JSON clients, else text.
+    response = error_response(Request(scope), error)
+    response.headers.update(headers)
+    return response
 
 
 class AuthenticationMiddleware:
@@ -113,11 +117,11 @@ class AuthenticationMiddleware:
             # Proxies and frameworks disagree on which copy counts (`token <user>` then `token <admin>` read
             # as the admin here before): refuse the request rather than pick one.
             await run_in_threadpool(self._audit_failure, client, "more than one Authorization header")
-            await _error_response(path, DUPLICATE_HEADER_REFUSED)(scope, receive, send)
+            await _error_response(scope, DUPLICATE_HEADER_REFUSED)(scope, receive, send)
             return
         if _token_in_url(scope):
             await run_in_threadpool(auth.audit_token_in_url, client)
-            await _error_response(path, URL_TOKEN_REFUSED)(scope, receive, send)
+            await _error_response(scope, URL_TOKEN_REFUSED)(scope, receive, send)
             return
         # The scraper's secret on /metrics is no access token: the route checks it (codewell.http.ops).
         use_header = not (
@@ -127,7 +131,7 @@ class AuthenticationMiddleware:
             actor, session = await run_in_threadpool(self._resolve, auth, headers, client, path, use_header)
         except CodewellError as exc:
             challenge = auth.challenge_for(path)
-            await _error_response(path, exc, challenge)(scope, receive, send)
+            await _error_response(scope, exc, challenge)(scope, receive, send)
             return
         state = scope.setdefault("state", {})
         state["actor"] = actor
@@ -173,14 +177,14 @@ class AuthenticationMiddleware:
             if self.runtime.config.auth_public or auth.is_anonymous_path(path) or not _routed(scope):
                 return None  # unknown paths get the router's 404 (it tells nothing about any data)
             if is_api_path(path) or method not in SAFE_METHODS:
-                return _error_response(path, Unauthenticated("Not signed in.", hint=SIGN_IN_HINT))
+                return _error_response(scope, Unauthenticated("Not signed in.", hint=SIGN_IN_HINT))
             query = scope.get("query_string", b"").decode("latin-1")
             target = path + (f"?{query}" if query else "")
             return RedirectResponse(f"/sign-in?returnTo={quote(target, safe='')}", status_code=302)
         if not auth.scopes_allow(actor, path):
             scopes = ", ".join(sorted(actor.scopes)) or "none"
             return _error_response(
-                path,
+                scope,
                 PermissionDenied(
                     f"This credential's scopes ({scopes}) do not allow {path}.",
                     hint="use a token with the user:all scope",
@@ -191,7 +195,7 @@ class AuthenticationMiddleware:
         unsafe_cookie_write = session is not None and is_api_path(path) and method not in SAFE_METHODS
         if unsafe_cookie_write and not same(headers.get(CSRF_HEADER, ""), session.csrf_token if session else ""):
             return _error_response(
-                path,
+                scope,
                 PermissionDenied("Missing or wrong CSRF token.", hint="send the X-CSRF-Token header of the page"),
             )
         return None

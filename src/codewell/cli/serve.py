@@ -6,12 +6,12 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING
 
 import click
 
-from codewell import __version__
 from codewell.clikit import handle_errors, open_runtime, settings_from_context
 from codewell.core.logging import configure_logging
 from codewell.core.processes import stop_pools
@@ -70,7 +70,7 @@ def serve(
     """Initialise the data dir and database if needed, then serve HTTP (and run background jobs)."""
     # The web app and the first-run steps: imported when the command runs, not by `codewell serve --help`.
     from codewell.app import create_app  # noqa: PLC0415 - lazy command (docs/architecture.md)
-    from codewell.cli.bootstrap import run_bootstrap  # noqa: PLC0415 - lazy command
+    from codewell.cli.bootstrap import run_bootstrap, startup_block  # noqa: PLC0415 - lazy command
 
     settings = settings_from_context(ctx, host=host, port=port, log_format=log_format)
     configure_logging(settings.log_format, settings.log_level)
@@ -80,19 +80,18 @@ def serve(
         runtime.job_threads = job_threads
     if job_processes is not None:
         runtime.job_processes = job_processes
-    for line in run_bootstrap(runtime, demo):
-        click.echo(line)
-    click.echo(f"codewell {__version__} serving on {runtime.external_url} (data: {settings.data_dir})")
+    block = startup_block(runtime, run_bootstrap(runtime, demo), str(settings.data_dir))
     app = create_app(runtime)
     try:
-        _serve_http(app, settings.host, settings.port)
+        # The block comes once the server listens: after the start-up log lines, not lost among them.
+        _serve_http(app, settings.host, settings.port, on_started=lambda: click.echo(block))
     finally:
         _shut_down(runtime)
 
 
-def _serve_http(app: Starlette, host: str, port: int) -> None:
+def _serve_http(app: Starlette, host: str, port: int, on_started: Callable[[], None] = lambda: None) -> None:
     """Serve until SIGTERM or SIGINT; uvicorn then stops gracefully (open requests, then the app's lifespan:
-    background loops and job runners)."""
+    background loops and job runners). `on_started` runs once the socket listens."""
 
     def noted(_signum: int, _frame: FrameType | None) -> None:
         """The signal uvicorn raises again after its graceful stop: already handled."""
@@ -105,17 +104,28 @@ def _serve_http(app: Starlette, host: str, port: int) -> None:
 
     in_main_thread = threading.current_thread() is threading.main_thread()  # signals are the main thread's
     previous = {sig: signal.signal(sig, noted) for sig in (signal.SIGTERM, signal.SIGINT)} if in_main_thread else {}
+    server = uvicorn.Server(
+        uvicorn.Config(app, host=host, port=port, log_config=None, timeout_graceful_shutdown=REQUESTS_GRACE_SECONDS)
+    )
+    done = threading.Event()
+
+    def announce() -> None:
+        while not server.started and not done.wait(0.05):
+            pass
+        if server.started:
+            on_started()
+
+    announcer = threading.Thread(target=announce, name="serve-announce", daemon=True)
+    announcer.start()
     try:
-        uvicorn.run(
-            app,
-            host=host,
-            port=port,
-            log_config=None,
-            timeout_graceful_shutdown=REQUESTS_GRACE_SECONDS,
-        )
+        server.run()
     finally:
+        done.set()
+        announcer.join(5)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if not server.started:
+        raise SystemExit(3)  # as uvicorn.run: the socket could not be bound or the app's start-up failed
 
 
 def _shut_down(runtime: Runtime) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 from codewell.config.providers import PROVIDER_TYPE_ALIASES
 
@@ -77,14 +77,14 @@ class CodeHostConnection(BaseModel):
     workspaces: list[str] = Field(default_factory=list)
     repos: list[str] = Field(default_factory=list)
     exclude: list[ExcludeRule] = Field(default_factory=list)
-    archived: bool = False
-    forks: bool = True
+    archived: StrictBool = False
+    forks: StrictBool = True
     prefix: str | None = Field(None, min_length=1, max_length=200)
     sync_interval_seconds: int = Field(3600, alias="syncIntervalSeconds", ge=10, le=7 * 24 * 3600)
     repo_sync_interval_seconds: int = Field(3600, alias="repoSyncIntervalSeconds", ge=10, le=7 * 24 * 3600)
     removal_grace_seconds: int = Field(86400, alias="removalGraceSeconds", ge=0, le=90 * 86400)
-    authorization: bool = False
-    sync_internal_repo_permissions: bool = Field(True, alias="syncInternalRepoPermissions")
+    authorization: StrictBool = False
+    sync_internal_repo_permissions: StrictBool = Field(True, alias="syncInternalRepoPermissions")
     # The shared secret of push webhooks from this host (docs/codehosts.md, "Webhooks"): like the token, named
     # through an environment variable or a file so that it never sits in the site config.
     webhook_secret_env: str | None = Field(None, alias="webhookSecretEnv", pattern=_ENV)

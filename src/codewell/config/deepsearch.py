@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 
 class _Strict(BaseModel):
@@ -11,7 +11,7 @@ class _Strict(BaseModel):
 
 class DeepSearchSharing(_Strict):
     # Off by default: conversations can only be read by their owner (and site admins).
-    enabled: bool = False
+    enabled: StrictBool = False
 
 
 class DeepSearchConfig(_Strict):

@@ -8,10 +8,20 @@ option names (docs/authentication.md); unknown fields are rejected with the path
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 PROVIDER_TYPES = (
     "builtin",
@@ -52,8 +62,8 @@ class ProviderBase(BaseModel):
 
     display_name: str = Field("", alias="displayName", max_length=200)
     display_prefix: str = Field(DEFAULT_DISPLAY_PREFIX, alias="displayPrefix", max_length=100)
-    hidden: bool = False  # not listed on the sign-in page (its login URL still works)
-    no_sign_in: bool = Field(False, alias="noSignIn")  # identity only (repository permissions), never a session
+    hidden: StrictBool = False  # not listed on the sign-in page (its login URL still works)
+    no_sign_in: StrictBool = Field(False, alias="noSignIn")  # identity only (repository permissions), never a session
     order: int | None = None  # position on the sign-in page; unset sorts after every set value
 
     @property
@@ -90,7 +100,7 @@ class ProviderBase(BaseModel):
 
 class BuiltinProvider(ProviderBase):
     type: Literal["builtin"]
-    allow_signup: bool = Field(False, alias="allowSignup")
+    allow_signup: StrictBool = Field(False, alias="allowSignup")
 
 
 class _OAuthCodeHost(ProviderBase):
@@ -110,7 +120,7 @@ class _OAuthCodeHost(ProviderBase):
 class GitHubProvider(_OAuthCodeHost):
     type: Literal["github"]
     url: str = "https://github.com/"
-    allow_signup: bool = Field(False, alias="allowSignup")
+    allow_signup: StrictBool = Field(False, alias="allowSignup")
     allow_orgs: list[str] = Field(default_factory=list, alias="allowOrgs")
     allow_orgs_map: dict[str, list[str]] = Field(default_factory=dict, alias="allowOrgsMap")
     required_sso_orgs: list[str] = Field(default_factory=list, alias="requiredSsoOrgs")
@@ -135,10 +145,10 @@ class GitLabProvider(_OAuthCodeHost):
     type: Literal["gitlab"]
     url: str = "https://gitlab.com/"
     api_scope: Literal["api", "read_api"] = Field("api", alias="apiScope")
-    allow_signup: bool = Field(True, alias="allowSignup")
+    allow_signup: StrictBool = Field(True, alias="allowSignup")
     allow_groups: list[str] = Field(default_factory=list, alias="allowGroups")
     sso_url: str | None = Field(None, alias="ssoURL")
-    sync_internal_repo_permissions: bool = Field(True, alias="syncInternalRepoPermissions")
+    sync_internal_repo_permissions: StrictBool = Field(True, alias="syncInternalRepoPermissions")
     token_refresh_window_minutes: int = Field(10, alias="tokenRefreshWindowMinutes", ge=0)
 
     @field_validator("url")
@@ -161,7 +171,7 @@ class BitbucketCloudProvider(ProviderBase):
     client_key: str = Field(alias="clientKey", min_length=1)
     client_secret: str = Field(alias="clientSecret", min_length=1, repr=False)
     api_scope: str = Field("account,email,repository", alias="apiScope")
-    allow_signup: bool = Field(True, alias="allowSignup")
+    allow_signup: StrictBool = Field(True, alias="allowSignup")
 
     @field_validator("url")
     @classmethod
@@ -180,7 +190,7 @@ class BitbucketCloudProvider(ProviderBase):
 class BitbucketServerProvider(_OAuthCodeHost):
     type: Literal["bitbucketserver"]
     url: str
-    allow_signup: bool = Field(False, alias="allowSignup")
+    allow_signup: StrictBool = Field(False, alias="allowSignup")
 
     @field_validator("url")
     @classmethod
@@ -211,8 +221,8 @@ class OpenIDConnectProvider(ProviderBase):
     client_secret: str = Field("", alias="clientSecret", repr=False)
     config_id: str = Field("", alias="configID")
     require_email_domain: str = Field("", alias="requireEmailDomain")
-    allow_signup: bool | None = Field(None, alias="allowSignup")  # unset = true
-    single_identity_per_user: bool = Field(False, alias="singleIdentityPerUser")
+    allow_signup: StrictBool | None = Field(None, alias="allowSignup")  # unset = true
+    single_identity_per_user: StrictBool = Field(False, alias="singleIdentityPerUser")
 
     @field_validator("issuer")
     @classmethod
@@ -248,9 +258,11 @@ class SAMLProvider(ProviderBase):
     service_provider_certificate: str = Field("", alias="serviceProviderCertificate")
     service_provider_private_key: str = Field("", alias="serviceProviderPrivateKey", repr=False)
     name_id_format: str = Field("urn:oasis:names:tc:SAML:2.0:nameid-format:persistent", alias="nameIDFormat")
-    sign_requests: bool | None = Field(None, alias="signRequests")
-    insecure_skip_assertion_signature_validation: bool = Field(False, alias="insecureSkipAssertionSignatureValidation")
-    allow_signup: bool | None = Field(None, alias="allowSignup")  # unset = true
+    sign_requests: StrictBool | None = Field(None, alias="signRequests")
+    insecure_skip_assertion_signature_validation: StrictBool = Field(
+        False, alias="insecureSkipAssertionSignatureValidation"
+    )
+    allow_signup: StrictBool | None = Field(None, alias="allowSignup")  # unset = true
     allow_groups: list[str] = Field(default_factory=list, alias="allowGroups")
     groups_attribute_name: str = Field("groups", alias="groupsAttributeName")
     username_attribute_names: list[str] = Field(default_factory=list, alias="usernameAttributeNames")
@@ -319,6 +331,11 @@ def _location(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(p) for p in loc[1:]) or "(entry)"
 
 
+def not_a_boolean(value: object) -> str:
+    """The message for a value given to a boolean option: booleans are strict JSON booleans (issue #32)."""
+    return f"must be true or false (a JSON boolean, without quotes), not {json.dumps(value, default=str)}"
+
+
 def parse_provider(index: int, raw: dict[str, Any]) -> Provider:
     """One validated entry; ValueError naming `[index].field` and the problem for each mistake."""
     kind = canonical_type(raw.get("type"))
@@ -332,6 +349,8 @@ def parse_provider(index: int, raw: dict[str, Any]) -> Provider:
         for error in exc.errors():
             where = _location(tuple(error["loc"]))
             message = "unknown field" if error["type"] == "extra_forbidden" else error["msg"]
+            if error["type"] == "bool_type":
+                message = not_a_boolean(error.get("input"))
             problems.append(f"[{index}] ({kind}) {where}: {str(message).removeprefix('Value error, ')}")
         raise ValueError("; ".join(problems)) from None
 

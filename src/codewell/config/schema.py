@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, field_validator, model_validator
 
 from codewell.config.codehosts import CodeHostConnection, check_connections
 from codewell.config.deepsearch import DeepSearchConfig
+from codewell.config.help import OPTION_HELP
 from codewell.config.models import ModelsConfig
 from codewell.config.providers import Provider, parse_providers
 
@@ -21,7 +22,7 @@ class Strict(BaseModel):
 
 class AccessTokensConfig(Strict):
     allow: Literal["all-users-create", "site-admin-create", "none"] = "all-users-create"
-    allow_no_expiration: bool = Field(True, alias="allowNoExpiration")
+    allow_no_expiration: StrictBool = Field(True, alias="allowNoExpiration")
     default_expiration_days: int = Field(90, alias="defaultExpirationDays", ge=1, le=3650)
     expiration_option_days: list[int] = Field(default_factory=lambda: [7, 14, 30, 60, 90], alias="expirationOptionDays")
 
@@ -61,7 +62,7 @@ class RepoSourceBase(Strict):
     branches: list[str] = Field(default_factory=list)
     sync_interval_seconds: int = Field(3600, alias="syncIntervalSeconds", ge=10, le=7 * 24 * 3600)
     # Unset: the site's `repos.defaultVisibility` decides.
-    private: bool | None = None
+    private: StrictBool | None = None
 
 
 class LocalRepoSource(RepoSourceBase):
@@ -101,7 +102,7 @@ class AutoIndexers(Strict):
 class AutoIndexingConfig(Strict):
     """`codeIntel.autoIndexing`: SCIP indexing jobs after search indexes a repository (codenav/autoindex.py)."""
 
-    enabled: bool = False
+    enabled: StrictBool = False
     indexers: AutoIndexers = Field(default_factory=AutoIndexers)
     # One job's indexer run; past it the indexer's process group is killed and nothing is stored.
     timeout_seconds: int = Field(600, alias="timeoutSeconds", ge=1, le=24 * 3600)
@@ -131,11 +132,13 @@ class SiteConfig(Strict):
     external_url: str | None = Field(None, alias="externalURL")
     auth_providers: list[dict[str, Any]] = Field(default_factory=_default_providers, alias="auth.providers")
     auth_access_tokens: AccessTokensConfig = Field(default_factory=AccessTokensConfig, alias="auth.accessTokens")
-    auth_idp_dynamic_client_registration_enabled: bool = Field(True, alias="auth.idpDynamicClientRegistrationEnabled")
+    auth_idp_dynamic_client_registration_enabled: StrictBool = Field(
+        True, alias="auth.idpDynamicClientRegistrationEnabled"
+    )
     auth_min_password_length: int = Field(12, alias="auth.minPasswordLength", ge=1, le=256)
     auth_lockout: LockoutConfig = Field(default_factory=LockoutConfig, alias="auth.lockout")
     auth_password_reset_link_expiry: int = Field(14400, alias="auth.passwordResetLinkExpiry", ge=60)
-    auth_public: bool = Field(False, alias="auth.public")
+    auth_public: StrictBool = Field(False, alias="auth.public")
     code_host_connections: list[CodeHostConnection] = Field(default_factory=list, alias="codeHostConnections")
     # Precise code navigation (docs/codenav.md): auto-indexing jobs, and the size limit of one SCIP index.
     code_intel_auto_indexing: AutoIndexingConfig = Field(
@@ -153,7 +156,7 @@ class SiteConfig(Strict):
     email_verification_link_expiry: int = Field(86400, alias="email.verificationLinkExpiry", ge=300, le=30 * 86400)
     # A signed license key (codewell.licensing.keys); takes precedence over one set with `codewell license set`.
     license_key: str | None = Field(None, alias="licenseKey", max_length=16_384)
-    mcp_enabled: bool = Field(True, alias="mcp.enabled")
+    mcp_enabled: StrictBool = Field(True, alias="mcp.enabled")
     mcp_tools_disabled: list[str] = Field(default_factory=list, alias="mcp.tools.disabled")
     # Language models of the agents (codewell.config.models); none: the retrieval pipeline answers.
     models: ModelsConfig = Field(default_factory=ModelsConfig, alias="models")
@@ -163,7 +166,7 @@ class SiteConfig(Strict):
     # default, issue #33) or "everyone" (every signed-in user; anyone when auth.public is on).
     repos_default_visibility: Literal["private", "everyone"] = Field("private", alias="repos.defaultVisibility")
     # Dense ranking of nls_search (nls/dense.py): embeds every chunk at index time; off, it costs nothing.
-    search_nls_dense: bool = Field(False, alias="search.nls.dense")
+    search_nls_dense: StrictBool = Field(False, alias="search.nls.dense")
     _providers: list[Provider] = PrivateAttr(default_factory=list)
 
     @field_validator("external_url")
@@ -207,3 +210,13 @@ class SiteConfig(Strict):
     def mcp_dynamic_client_registration_enabled(self) -> bool:
         # Dynamic client registration only exists for the MCP server; off when the server is off.
         return self.auth_idp_dynamic_client_registration_enabled and self.mcp_enabled
+
+
+def site_config_json_schema() -> dict[str, Any]:
+    """The JSON schema of the site config: option names as written in the file, each with its help line
+    (`config/help.py`), for the configuration page and for editors."""
+    schema = SiteConfig.model_json_schema(by_alias=True, mode="validation")
+    for name, prop in schema.get("properties", {}).items():
+        if name in OPTION_HELP:
+            prop["description"] = OPTION_HELP[name]
+    return schema

@@ -15,6 +15,7 @@ from typing import Any
 import json5
 from pydantic import ValidationError
 
+from codewell.config.providers import not_a_boolean
 from codewell.config.schema import SiteConfig
 from codewell.core.errors import ConfigError
 
@@ -59,6 +60,9 @@ def _describe(error: dict[str, Any]) -> str:
         close = difflib.get_close_matches(key, _known_keys(), n=1, cutoff=0.6)
         hint = f"; did you mean {close[0]!r}?" if close else "; see docs/configuration.md for the options"
         return f"{loc}: unknown option{hint}"
+    if error["type"] == "bool_type":
+        # Booleans are strict (`"yes"`, `"false"`, `1` are refused, issue #32): say what is taken.
+        return f"{loc}: {not_a_boolean(error.get('input'))}"
     message = str(error["msg"]).removeprefix("Value error, ")
     return f"{loc}: {message}"
 

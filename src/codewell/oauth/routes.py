@@ -8,16 +8,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import html
 import logging
-import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
 import anyio.to_thread
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from codewell import authz
@@ -25,8 +23,9 @@ from codewell.authz import Action
 from codewell.core.errors import InvalidInput
 from codewell.http.bodies import BodyTooLarge, InvalidJson, parse_json, read_body
 from codewell.http.csrf import verify_form
+from codewell.http.errors import error_page
 from codewell.http.requests import actor_of, json_body
-from codewell.http.templates import page_csp, render
+from codewell.http.templates import render
 from codewell.oauth.clients import AUTH_METHODS, SCOPE, ClientService
 from codewell.oauth.errors import OAuthError
 from codewell.oauth.grants import AuthorizationRequest, GrantService
@@ -129,51 +128,47 @@ def _consent_mac(runtime: Runtime, user_id: int, req: AuthorizationRequest) -> s
     return hmac.new(runtime.secret_key(), b"oauth-consent|" + message.encode(), hashlib.sha256).hexdigest()
 
 
-def _consent_page(req: AuthorizationRequest, username: str, mac: str, params: Mapping[str, str]) -> HTMLResponse:
-    name = html.escape(req.client.client_name or req.client.client_id)
-    host = html.escape(urlsplit(req.redirect_uri).netloc or req.redirect_uri)
+def _consent_page(
+    request: Request, req: AuthorizationRequest, username: str, mac: str, params: Mapping[str, str]
+) -> Response:
+    """The consent page in the site's layout (oauth/consent.html): who asks, for what, where the answer goes.
+    `render` gives it the policy of every page: nothing inline runs, and it is never framed (a framed consent page
+    could be clicked through)."""
     kind = {
         "dynamic": "self-registered",
         "static": "pre-registered by an administrator",
         "metadata": "identified by its metadata document",
     }
-    hidden = "".join(
-        f'<input type="hidden" name="{html.escape(k)}" value="{html.escape(v)}">' for k, v in params.items()
+    response = render(
+        request,
+        "oauth/consent.html",
+        client_name=req.client.client_name or req.client.client_id,
+        client_kind=kind.get(req.client.kind, req.client.kind),
+        username=username,
+        resource=req.resource,
+        return_host=urlsplit(req.redirect_uri).netloc or req.redirect_uri,
+        action=f"{PREFIX}/authorize",
+        params=params,
+        mac=mac,
     )
-    # The policy of every rendered page (http.templates.page_csp): its one style block runs by its nonce, nothing
-    # else loads or runs, and the page is never framed (a framed consent page could be clicked through).
-    nonce = secrets.token_urlsafe(16)
-    body = f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Authorize {name} – codewell</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<style nonce="{nonce}">body{{font-family:system-ui,sans-serif;max-width:36rem;margin:4rem auto;padding:0 1rem}}
-button{{font-size:1rem;padding:.5rem 1.2rem;margin-right:.5rem}}code{{background:#f3f3f3;padding:0 .2rem}}</style>
-</head><body>
-<h1>Authorize {name}?</h1>
-<p>Signed in as <strong>{html.escape(username)}</strong>.</p>
-<p><strong>{name}</strong> ({html.escape(kind.get(req.client.kind, req.client.kind))}) asks for the scope
-<code>mcp</code>: it may call the codewell MCP tools at <code>{html.escape(req.resource)}</code> as you, reading
-only repositories you can read. After you decide you return to <code>{host}</code>.</p>
-<form method="post" action="{PREFIX}/authorize">{hidden}
-<input type="hidden" name="consent" value="{mac}">
-<button type="submit" name="decision" value="approve" id="approve">Allow</button>
-<button type="submit" name="decision" value="deny" id="deny">Deny</button>
-</form></body></html>"""
-    return HTMLResponse(
-        body,
-        headers={"X-Frame-Options": "DENY", "Content-Security-Policy": page_csp(nonce), **NO_STORE},
-    )
+    response.headers.update(NO_STORE)
+    return response
 
 
-def _error_page(exc: OAuthError) -> HTMLResponse:
-    body = (
-        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Authorization error – codewell</title>'
-        f"</head><body><h1>Authorization error</h1><p><code>{html.escape(exc.error)}</code>: "
-        f"{html.escape(exc.description)}</p></body></html>"
+def _error_page(request: Request, exc: OAuthError) -> Response:
+    """An authorization error a browser lands on, in the site's layout (http/errors.py), worded for people with
+    the protocol's code beside it. A page answers 400 for every protocol error (a browser shows it, no client reads
+    a 401 here); a body over the cap keeps its 413."""
+    status = 413 if exc.status == 413 else 400
+    response = error_page(
+        request,
+        status,
+        f"{exc.description} ({exc.error})",
+        title="The application's sign-in request did not work",
+        hint="Go back to the application and connect it to codewell again.",
     )
-    # A page answers 400 for every protocol error (a browser shows it, no client reads a 401 here); a body over
-    # the cap keeps its 413.
-    return HTMLResponse(body, status_code=413 if exc.status == 413 else 400, headers=NO_STORE)
+    response.headers.update(NO_STORE)
+    return response
 
 
 def _session_user_id(request: Request) -> int | None:
@@ -221,11 +216,11 @@ class OAuthRoutes:
             return validated
         except OAuthError as exc:
             if not exc.redirectable:
-                return _error_page(exc)
+                return _error_page(request, exc)
             # Errors go back to the client only where the service trusts its redirect URI (RFC 9700 §4.11.2).
             target = await self.run(self.grants.error_redirect_uri, params, _session_user_id(request))
             if target is None:
-                return _error_page(exc)
+                return _error_page(request, exc)
             return self._redirect_error(target, params.get("state"), exc)
 
     async def authorize(self, request: Request) -> Response:
@@ -243,13 +238,13 @@ class OAuthRoutes:
         if resources:
             all_params["resource"] = resources[0]
         mac = _consent_mac(self.runtime, actor.user_id, validated)
-        return _consent_page(validated, actor.username, mac, all_params)
+        return _consent_page(request, validated, actor.username, mac, all_params)
 
     async def authorize_decision(self, request: Request) -> Response:
         try:
             form, _ = await _form(request)
         except OAuthError as exc:
-            return _error_page(exc)
+            return _error_page(request, exc)
         params, resources = self._authorization_params(request, form)
         decision = params.pop("decision", "")
         mac = params.pop("consent", "")
@@ -258,10 +253,10 @@ class OAuthRoutes:
             return validated
         actor = actor_of(request)
         if not actor.is_user or actor.via != "session" or actor.user_id is None:
-            return _error_page(OAuthError("access_denied", "sign in first, then approve the request again"))
+            return _error_page(request, OAuthError("access_denied", "sign in first, then approve the request again"))
         if not hmac.compare_digest(mac, _consent_mac(self.runtime, actor.user_id, validated)):
             return _error_page(
-                OAuthError("access_denied", "the consent form expired or was tampered with; start again")
+                request, OAuthError("access_denied", "the consent form expired or was tampered with; start again")
             )
         if decision != "approve":
             return self._redirect_error(

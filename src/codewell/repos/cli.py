@@ -89,7 +89,7 @@ def add(
 
     service = open_runtime(ctx).get(RepoService)
     repo = service.add_repo(
-        INTERNAL, url, name=name, private=private, branches=branches, credentials_env=credentials_env
+        INTERNAL, url, name=name, private=private, branches=branches, credentials_env=credentials_env, verify=True
     )
     click.echo(f"added {repo.name}")
     if sync:

@@ -29,6 +29,7 @@ from codewell.repos.contents import Contents, check_refs_limit, clean_path
 from codewell.repos.grants import Grants
 from codewell.repos.mirrors import CredentialSource, Mirrors, backoff_seconds
 from codewell.repos.models import RepoRow
+from codewell.repos.probe import check_git_source
 from codewell.repos.records import (
     BACKOFF_BASE_SECONDS,
     BACKOFF_MAX_SECONDS,
@@ -325,13 +326,17 @@ class RepoService:
         credentials_env: str | None = None,
         description: str = "",
         source: str = "manual",
+        verify: bool = False,
     ) -> Repo:
         """Register a repository by clone URL or local path (not cloned yet; `sync_repo` clones it).
 
         `private` None: the site's `repos.defaultVisibility` decides. `source` says who manages the row ("manual", or
-        "codehost:<id>" for a code host connection).
+        "codehost:<id>" for a code host connection). `verify` (a person adding one: `repos add`, the admin page)
+        first asks git whether `url` is a repository it can read, and refuses it otherwise (`repos/probe.py`).
         """
         ensure(actor, Action.REPOS_MANAGE)
+        if verify:
+            check_git_source(url, local="://" not in url and not git_scp_like(url), credentials_env=credentials_env)
         return self.registry.add(
             url,
             name=name,

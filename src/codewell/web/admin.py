@@ -20,6 +20,8 @@ from starlette.routing import BaseRoute, Route
 
 from codewell.authz import Action
 from codewell.config import SiteConfig
+from codewell.config.providers import not_a_boolean
+from codewell.config.schema import site_config_json_schema
 from codewell.core.actors import Actor
 from codewell.core.errors import CodewellError
 from codewell.http import urls
@@ -89,7 +91,11 @@ async def repos_action(request: Request) -> Response:
     def act() -> str:
         if action == "add":
             repo = service.add_repo(
-                actor, form_text(form, "url").strip(), name=name or None, private=form_text(form, "private") == "on"
+                actor,
+                form_text(form, "url").strip(),
+                name=name or None,
+                private=form_text(form, "private") == "on",
+                verify=True,
             )
             service.request_sync(actor, repo.name)
             return f"Added {repo.name}; its sync is queued (see /site-admin/jobs)."
@@ -144,6 +150,8 @@ def config_errors(text: str) -> list[dict[str, Any]]:
         for error in exc.errors():
             loc = tuple(error["loc"])
             message = "unknown option" if error["type"] == "extra_forbidden" else str(error["msg"])
+            if error["type"] == "bool_type":
+                message = not_a_boolean(error.get("input"))
             top = next((p for p in loc if isinstance(p, str)), "")
             found.append(
                 {"path": _key_path(loc), "message": message.removeprefix("Value error, "), "line": _line_of(text, top)}
@@ -170,6 +178,9 @@ async def config_page(request: Request) -> Response:
         verify_form(request, form)
         text = form_text(form, "config").replace("\r\n", "\n")
         errors = config_errors(text)
+        if form_text(form, "check") == "1":
+            # Validation as you type (codewell.js): the problems only, nothing saved.
+            return render(request, "web/admin_config_check.html", errors=errors)
         if not errors:
             await run_in_threadpool(_write_config, runtime, text)
             return RedirectResponse("/site-admin/configuration?saved=1", status_code=303)
@@ -186,7 +197,33 @@ async def config_page(request: Request) -> Response:
         path=str(runtime.site_config.path),
         saved=request.query_params.get("saved") == "1",
         store_error=runtime.site_config.error,
+        options=config_options(),
     )
+
+
+def config_options() -> list[dict[str, str]]:
+    """Every top-level option with its type, default and help line, from the site config's JSON schema."""
+    schema = site_config_json_schema()
+    options = []
+    for name, prop in sorted(schema["properties"].items()):
+        options.append(
+            {
+                "name": name,
+                "type": _schema_type(prop),
+                "default": json.dumps(prop["default"]) if "default" in prop else "",
+                "help": str(prop.get("description", "")),
+            }
+        )
+    return options
+
+
+def _schema_type(prop: dict[str, Any]) -> str:
+    if "enum" in prop:
+        return " or ".join(json.dumps(v) for v in prop["enum"])
+    if "type" in prop:
+        return {"array": "list", "object": "object"}.get(str(prop["type"]), str(prop["type"]))
+    kinds = [str(p.get("type", "object")) for p in prop.get("anyOf", []) if p.get("type") != "null"]
+    return " or ".join(kinds) or "object"
 
 
 # -- MCP switches and tools -----------------------------------------------------------------------------------

@@ -166,7 +166,8 @@ def test_search_page_shows_escaped_highlighted_matches_linking_to_the_lines(
 
 def test_repository_routes_shadow_no_other_route(client: TestClient, world: dict[str, Headers]) -> None:
     # `/.x` paths are never repository pages: the router's own 404, even for anonymous callers (not a sign-in).
-    assert client.get("/.api/nope", headers=world["owner"]).text == "Not Found"
+    nope = client.get("/.api/nope", headers=world["owner"])
+    assert nope.json() == {"error": {"code": "not_found", "message": "no route for GET /.api/nope"}}
     assert client.get("/.api/nope").status_code == 404
     assert client.get("/settings/tokens", headers=world["owner"]).status_code == 200
     assert client.get("/healthz").status_code == 200

@@ -229,3 +229,31 @@
     if (box && box.value.trim()) { form.requestSubmit(); }
   });
 })();
+
+// -- site configuration page: the text is checked as you type (the server's own validation, nothing saved) ----
+(function () {
+  "use strict";
+  var form = document.querySelector("form[data-check-as-you-type]");
+  if (!form) { return; }
+  var box = form.querySelector("textarea[name=config]");
+  var out = document.getElementById("config-check");
+  var timer = null;
+  var asked = 0;
+  function check() {
+    var mine = ++asked;
+    var body = new FormData(form);
+    body.set("check", "1");
+    fetch(form.action, { method: "POST", body: body, credentials: "same-origin", headers: { Accept: "text/html" } })
+      .then(function (response) { return response.ok ? response.text() : null; })
+      .then(function (html) {
+        if (html === null || mine !== asked) { return; }  // an older answer than the text shown: dropped
+        out.innerHTML = html;
+        box.setAttribute("aria-invalid", out.querySelector("#config-errors") ? "true" : "false");
+      })
+      .catch(function () { /* offline: Save still checks */ });
+  }
+  box.addEventListener("input", function () {
+    clearTimeout(timer);
+    timer = setTimeout(check, 400);
+  });
+})();
