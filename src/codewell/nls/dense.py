@@ -22,9 +22,20 @@ import pygit2
 
 from codewell.core.errors import Unavailable
 from codewell.nls.encoder import DIMENSIONS, Encoder
-from codewell.nls.index import BYTE_END, BYTE_START, PATH, NlsIndex, load
+from codewell.nls.index import BYTE_END, BYTE_START, PATH, NlsIndex, load, terms
+from codewell.nls.static import STATIC_DIMENSIONS, StaticEncoder, chunk_vectors
 
-__all__ = ["CANDIDATES", "CHUNK_TOKENS", "RRF_K", "VECTORS", "DenseRanker", "chunk_text", "fuse_ranks"]
+__all__ = [
+    "CANDIDATES",
+    "CHUNK_TOKENS",
+    "RRF_K",
+    "STATIC_VECTORS",
+    "VECTORS",
+    "DenseRanker",
+    "StaticRanker",
+    "chunk_text",
+    "fuse_ranks",
+]
 
 log = logging.getLogger(__name__)
 
@@ -163,3 +174,143 @@ class DenseRanker:
         if file is not None:
             cosines = np.where(index.path_mask(file), cosines, -np.inf)
         return fuse_ranks(scores, cosines)
+
+
+STATIC_VECTORS = "static.npy"
+# The static ranking's share of a fused score (BM25 scaled to the best chunk's 1.0, plus STATIC_WEIGHT times the
+# cosine when positive), and the BM25 candidates it re-ranks: measured by bench/nls_bench.py --dense (docs/nls.md).
+STATIC_WEIGHT = 0.75
+STATIC_CANDIDATES = 2000
+
+
+def _term_text(term: str) -> str:
+    """What is embedded for an index term: a stem as it is, a whole snake_case identifier as its words."""
+    return term.replace("_", " ").strip() or term
+
+
+class StaticRanker:
+    """Hybrid ranking with static embeddings (nls/static.py): chunk vectors built from the BM25 matrix's terms, a
+    question embedded from its own terms; same interface as DenseRanker (the service holds one or the other)."""
+
+    def __init__(self, encoder_factory: Callable[[], StaticEncoder] = StaticEncoder.load) -> None:
+        self._encoder_factory = encoder_factory
+        self._encoder: StaticEncoder | None = None
+        self.weight = STATIC_WEIGHT
+        self.candidates = STATIC_CANDIDATES
+        self.compounds = True
+        self._guard = threading.Lock()
+        self._building: set[Path] = set()
+
+    def encoder(self) -> StaticEncoder:
+        """The encoder (loaded once, ~0.3 s); Unavailable when the model package is not installed."""
+        with self._guard:
+            if self._encoder is None:
+                self._encoder = self._encoder_factory()
+            return self._encoder
+
+    @staticmethod
+    def has_vectors(folder: Path) -> bool:
+        return (folder / STATIC_VECTORS).is_file()
+
+    def embed(self, folder: Path, mirror_path: Path, progress: Callable[[int, int], None] | None = None) -> int:
+        """Write the vectors of the chunk index in `folder` unless they exist (or it does not); the number of
+        chunks embedded. Reads the index's BM25 matrix only (`mirror_path` is not needed: DenseRanker's shape)."""
+        index = load(folder)
+        if index is None or self.has_vectors(folder):
+            return 0
+        with self._guard:
+            if folder in self._building:
+                return 0
+            self._building.add(folder)
+        try:
+            encoder = self.encoder()
+            started = time.perf_counter()
+            matrix = index.model.scores
+            # A column per term id; the matrix may have a column no term names (a zero vector, then).
+            words = [""] * (len(matrix["indptr"]) - 1)
+            for term, term_id in index.model.vocab_dict.items():
+                # Whole compound identifiers (`buffer_head_uptodate`: 4 in 5 of a kernel's terms) cost most of the
+                # build; `compounds` off leaves them at zero (their words are terms of the same chunks), at some
+                # quality (bench/nls_bench.py: recall@10 0.752 instead of 0.760).
+                if int(term_id) < len(words) and (self.compounds or "_" not in str(term)):
+                    words[int(term_id)] = _term_text(str(term))
+            term_vectors = np.zeros((len(words), STATIC_DIMENSIONS), dtype=np.float32)
+            named = [i for i, word in enumerate(words) if word]
+            term_vectors[named] = encoder.encode([words[i] for i in named])
+            vectors = chunk_vectors(matrix["data"], matrix["indices"], matrix["indptr"], term_vectors, len(index))
+            tmp = folder / (STATIC_VECTORS + ".tmp.npy")
+            np.save(tmp, vectors.astype(np.float16))
+            tmp.rename(folder / STATIC_VECTORS)
+            if progress is not None:
+                progress(len(index), len(index))
+            log.info(
+                "nls static vectors",
+                extra={"chunks": len(index), "terms": len(words), "seconds": round(time.perf_counter() - started, 1)},
+            )
+            return len(index)
+        finally:
+            with self._guard:
+                self._building.discard(folder)
+
+    def question_vector(self, question: str) -> np.ndarray | None:
+        """The question's vector: the mean of its index terms' vectors (the chunks' vectors are made of the same
+        kind of terms), or None when it has no term."""
+        words = [_term_text(t) for t in terms(question)]
+        if not words:
+            return None
+        vectors = self.encoder().encode(words)
+        mean = vectors.mean(axis=0)
+        norm = float(np.linalg.norm(mean))
+        return None if norm == 0 else (mean / norm).astype(np.float32)
+
+    def _vectors(self, folder: Path, index: NlsIndex) -> np.ndarray | None:
+        if not self.has_vectors(folder):
+            return None
+        vectors = np.load(folder / STATIC_VECTORS, mmap_mode="r")
+        return vectors if vectors.shape == (len(index), STATIC_DIMENSIONS) else None
+
+    def cosines(self, folder: Path, index: NlsIndex, question: str) -> np.ndarray | None:
+        """Cosine of `question` with every chunk of the index in `folder`, or None without (matching) vectors or
+        without a term in the question."""
+        vectors = self._vectors(folder, index)
+        if vectors is None:
+            return None
+        query = self.question_vector(question)
+        if query is None:
+            return None
+        out = np.empty(len(vectors), dtype=np.float32)
+        for start in range(0, len(vectors), _BLOCK):
+            out[start : start + _BLOCK] = np.asarray(vectors[start : start + _BLOCK], dtype=np.float32) @ query
+        return out
+
+    def fuse(
+        self, folder: Path, index: NlsIndex, question: str, scores: np.ndarray, file: re.Pattern[str] | None
+    ) -> np.ndarray:
+        """BM25 `scores` (already restricted to `file:`) re-ranked by the static vectors: the best
+        `self.candidates` chunks by BM25 score `bm25 / best + weight * max(cosine, 0)`, the other matching chunks
+        `bm25 / best`; `scores` unchanged without vectors or without the model package (logged: BM25 answers).
+
+        Static vectors alone rank far below BM25 (bag-of-terms vectors know little BM25 does not), so they do not
+        add candidates of their own as the MiniLM fusion does: they reorder BM25's, and only the best ones, whose
+        rows are read from the memory-mapped file (a Linux-sized index has 1.3M rows; a few thousand are read)."""
+        matching = np.flatnonzero(scores > 0)
+        if len(matching) == 0:
+            return scores
+        try:
+            vectors = self._vectors(folder, index)
+            query = None if vectors is None else self.question_vector(question)
+        except Unavailable as exc:
+            log.warning("nls hybrid ranking skipped: %s", exc)
+            return scores
+        if vectors is None or query is None:
+            return scores
+        best = float(scores[matching].max())
+        fused = np.zeros(len(scores), dtype=np.float32)
+        fused[matching] = scores[matching] / best
+        top = matching
+        if len(matching) > self.candidates:
+            top = matching[np.argpartition(-scores[matching], self.candidates - 1)[: self.candidates]]
+        top = np.sort(top)  # rows in file order: the memory map reads forward
+        cosines = np.asarray(vectors[top], dtype=np.float32) @ query
+        fused[top] += np.float32(self.weight) * np.maximum(cosines, 0)
+        return fused

@@ -28,7 +28,7 @@ from codewell.codenav.service import CodeNavService
 from codewell.core.actors import Actor
 from codewell.core.errors import InvalidInput, NotFound, Unavailable
 from codewell.jobs.service import JobService
-from codewell.nls.dense import DenseRanker
+from codewell.nls.dense import DenseRanker, StaticRanker
 from codewell.nls.index import (
     BYTE_END,
     BYTE_START,
@@ -356,7 +356,9 @@ class NlsService:
         self._guard = threading.Lock()
         self._building: set[tuple[int, str]] = set()
         self._cache: OrderedDict[Path, NlsIndex] = OrderedDict()
-        self.dense = DenseRanker()
+        # The model of `search.nls.dense`: all-MiniLM (DenseRanker). StaticRanker (static embeddings, nls/static.py)
+        # has the same shape; measured against it in docs/nls.md, "Static embeddings", it is not the default.
+        self.dense: DenseRanker | StaticRanker = DenseRanker()
 
     @classmethod
     def create(cls, runtime: Runtime) -> Self:
