@@ -129,14 +129,19 @@ _IMMUTABLE_SCRIPT = textwrap.dedent(
 def _run(directory: Path, mode: str) -> subprocess.CompletedProcess[str]:
     directory.mkdir(parents=True, exist_ok=True)
     src = Path(__file__).resolve().parents[3] / "src"
-    return subprocess.run(
-        [sys.executable, "-c", _IMMUTABLE_SCRIPT, str(directory), mode],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"},
-        check=False,
-    )
+    try:
+        return subprocess.run(
+            [sys.executable, "-c", _IMMUTABLE_SCRIPT, str(directory), mode],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"},
+            check=False,
+        )
+    finally:
+        # A child killed by SIGBUS never ran its own `chattr -i`: an immutable directory left behind would outlive
+        # the test (pytest's cleanup, or any rm -rf of the scratch dir, fails on it).
+        subprocess.run(["chattr", "-R", "-i", str(directory)], check=True)
 
 
 def test_an_immutable_data_directory_kills_a_plain_sqlite_reader_with_sigbus(tmp_path: Path) -> None:
