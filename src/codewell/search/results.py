@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-__all__ = ["FileMatch", "IndexStatus", "LineMatch", "LineSource", "SearchResults"]
+__all__ = ["FileMatch", "IndexStatus", "LineMatch", "LineSource", "RowLines", "SearchResults"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +47,35 @@ class LineSource(Protocol):
         """The i-th line's bytes and its first match range, when that is cheaper than `match` and the same
         as `match(i)`'s text encoded and first range (an ASCII line); None otherwise."""
         ...
+
+
+class RowLines:
+    """A LineSource over lines as JSON rows `[number, text, [[start, end], ...]]` (what a searcher replica sends,
+    search/wire.py): the web tier renders them as they came, without a LineMatch per line in between."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self, rows: list[list[Any]]) -> None:
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def number(self, i: int) -> int:
+        return int(self.rows[i][0])
+
+    def text(self, i: int) -> str:
+        return str(self.rows[i][1])
+
+    def texts(self) -> list[str]:
+        return [str(row[1]) for row in self.rows]
+
+    def match(self, i: int) -> LineMatch:
+        number, text, ranges = self.rows[i]
+        return LineMatch(int(number), str(text), [(int(a), int(b)) for a, b in ranges])
+
+    def first_range(self, i: int) -> tuple[bytes, int, int] | None:
+        return None
 
 
 class FileMatch:
@@ -132,6 +161,15 @@ class FileMatch:
     def line_match(self, i: int) -> LineMatch:
         return self._lines[i] if self._lines is not None else self._read().match(i)
 
+    def lines_json(self) -> list[dict[str, Any]]:
+        """The lines as the REST answer gives them (`lineMatches`)."""
+        if self._lines is None and isinstance(self._source, RowLines):
+            return [{"lineNumber": n, "line": text, "ranges": ranges} for n, text, ranges in self._source.rows]
+        return [
+            {"lineNumber": m.line_number, "line": m.line, "ranges": [list(r) for r in m.ranges]}
+            for m in self.line_matches
+        ]
+
     def _read(self) -> LineSource:
         assert self._source is not None
         return self._source
@@ -198,10 +236,7 @@ class SearchResults:
                     "language": f.language,
                     "pathMatch": f.path_match,
                     **({"symbols": {str(n): label for n, label in f.labels.items()}} if f.labels else {}),
-                    "lineMatches": [
-                        {"lineNumber": m.line_number, "line": m.line, "ranges": [list(r) for r in m.ranges]}
-                        for m in f.line_matches
-                    ],
+                    "lineMatches": f.lines_json(),
                 }
                 for f in self.files
             ],

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from codewell.core.actors import INTERNAL, Actor, ActorKind
-from codewell.search.results import FileMatch, IndexStatus, LineMatch, SearchResults
+from codewell.search.results import FileMatch, IndexStatus, RowLines, SearchResults
 
 __all__ = [
     "decode_actor",
@@ -93,10 +93,11 @@ def _decode_file(row: list[Any]) -> tuple[int, FileMatch]:
         path,
         commit,
         language,
-        [LineMatch(n, text, [(a, b) for a, b in ranges]) for n, text, ranges in lines],
+        None,
         path_match,
         score,
         {int(n): label for n, label in labels.items()},
+        source=RowLines(lines),  # read as they came: most are only rendered again (results.py `lines_json`)
     )
     f.order = tuple(order)
     return int(repo_id), f
