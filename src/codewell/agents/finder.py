@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING
 
 from codewell.agents import answering
 from codewell.agents.answers import AgentAnswer
+from codewell.agents.naming import REPO_LIKE, named_repositories
 from codewell.core.actors import Actor
 from codewell.core.errors import InvalidInput, NotFound, QuotaExceeded
 from codewell.http.urls import blob_url
@@ -46,55 +46,6 @@ _BROAD_HINT = (
     "name the repository in the task (list_repos shows the ones you can read); for discovery across "
     "repositories use keyword_search (e.g. `retry OR backoff`) or deepsearch"
 )
-# A token that looks like a repository name someone typed: `org/name`, `host/org/name`.
-_REPO_LIKE = re.compile(r"(?<![\w./-])([A-Za-z0-9][\w.-]*(?:/[\w.-]+)+)(?![\w/-])")
-# Words right before a repository's short name that say "this is the repository".
-_LEAD = re.compile(r"(?:\bin|\bof|\bfrom|\brepo|\brepository|\bproject|\bcodebase)\s+(?:the\s+)?$", re.IGNORECASE)
-# The only characters re.IGNORECASE matches with an ASCII letter that str.lower() maps elsewhere. Folding
-# them first makes "the lowered name is in the folded task" a necessary condition of `_mentions` (names are
-# ASCII: sources.check_name), checked before compiling one regex per readable repository (~30 µs each).
-_ASCII_FOLDS = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
-
-
-class _Named(Protocol):
-    @property
-    def name(self) -> str: ...
-
-
-_R = TypeVar("_R", bound=_Named)
-
-
-def _mentions(task: str, name: str) -> list[int]:
-    """Where `name` occurs in `task` as a whole name (case-insensitive; not inside a longer name or path)."""
-    pattern = re.compile(r"(?<![\w./-])" + re.escape(name) + r"(?![\w/-]|\.\w)", re.IGNORECASE)
-    return [m.start() for m in pattern.finditer(task)]
-
-
-def named_repositories(task: str, readable: Sequence[_R]) -> list[_R]:
-    """The readable repositories `task` names: full names first; else short names (the last segment of the
-    name) that only one readable repository has; among several short names, the ones introduced as the
-    repository ("in X", "repo X")."""
-    folded = task.translate(_ASCII_FOLDS).lower()
-    full = [r for r in readable if r.name.lower() in folded and _mentions(task, r.name)]
-    # A full name inside another full name (`acme/app` in `github.com/acme/app`): keep the longest.
-    full = [r for r in full if not any(o is not r and r.name in o.name and _mentions(task, o.name) for o in full)]
-    if full:
-        return full
-    by_short: dict[str, list[_R]] = {}
-    for r in readable:
-        by_short.setdefault(r.name.rsplit("/", 1)[-1].lower(), []).append(r)
-    short: list[tuple[_R, list[int]]] = []
-    for key, repos in by_short.items():
-        if len(repos) != 1 or "/" not in repos[0].name or key not in folded:
-            continue
-        at = _mentions(task, key)
-        if at:
-            short.append((repos[0], at))
-    if len(short) > 1:
-        introduced = [r for r, at in short if any(_LEAD.search(task[:i]) for i in at)]
-        if introduced:
-            return introduced
-    return [r for r, _ in short]
 
 
 def find_code(runtime: Runtime, actor: Actor, task: str, revision: str | None) -> AgentAnswer:
@@ -109,7 +60,7 @@ def find_code(runtime: Runtime, actor: Actor, task: str, revision: str | None) -
     repos = runtime.get(RepoService)
     named = named_repositories(task, repos.readable_refs(actor))  # names only: no full records
     if not named:
-        typed = [m.group(1) for m in _REPO_LIKE.finditer(task) if not re.search(r"\.\w{1,5}$", m.group(1))]
+        typed = [m.group(1) for m in REPO_LIKE.finditer(task) if not re.search(r"\.\w{1,5}$", m.group(1))]
         if typed:
             # Missing or not readable: the same words either way.
             raise NotFound(

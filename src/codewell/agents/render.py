@@ -115,6 +115,14 @@ def render_conversation(view: ConversationView) -> str:
     return "\n".join(front) + "\n\n" + "\n\n".join(body) + "\n"
 
 
+def render_answer(view: ConversationView) -> str:
+    """What the deepsearch tool returns once the answer is written: the conversation's `Link:` first (as
+    while it is being written, so that an agent can read it again or share it), then each question once
+    (no front matter repeating it as the title), its answer and its sources."""
+    body = [render_question(q, view) for q in view.conversation.questions]
+    return f"Link: {view.url}\n\n" + "\n\n".join(body) + "\n"
+
+
 def render_link(view: ConversationView) -> str:
     """What the deepsearch tool returns while the answer is still being written."""
     return (

@@ -14,7 +14,7 @@ from typing import Any
 
 from codewell.agents.finder import render_finder
 from codewell.agents.jobs import FEATURE
-from codewell.agents.render import conversation_json, render_conversation, render_link
+from codewell.agents.render import conversation_json, render_answer, render_conversation, render_link
 from codewell.agents.service import AgentService
 from codewell.core.errors import InvalidInput
 from codewell.core.tools import Endpoint, ToolContext, ToolResult, ToolSpec
@@ -84,7 +84,7 @@ def deepsearch(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     if view.conversation.is_open:
         text = render_link(view)
         return ToolResult(text=text, structured={"text": text, "url": view.url, "status": view.conversation.status})
-    text = render_conversation(view)
+    text = render_answer(view)  # the link in the text too: an agent may keep only the text
     return ToolResult(text=text, structured={"text": text, "url": view.url, "status": view.conversation.status})
 
 

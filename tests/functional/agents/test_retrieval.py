@@ -119,7 +119,13 @@ def test_identifier_question_cites_the_definition(runtime: Runtime, repos: RepoS
     # The test that calls it is not ahead of the code.
     paths = [c.path for c in answer.sources]
     assert "tests/test_retry.py" not in paths[:1]
-    assert "`billing/retry.py` (L4-11): `function retry_with_backoff`" in answer.text
+    assert (
+        "1. `billing/retry.py` (L4-11) – `function retry_with_backoff`\n   Why: defines `retry_with_backoff`"
+        in answer.text
+    )
+    # The answer quotes the lines, pinned, not only the names.
+    assert f"   `acme/billing@{scope.commit}:billing/retry.py#L4-11`\n   ```\n" in answer.text
+    assert "   4: def retry_with_backoff(func, attempts=5, base_delay=0.5):\n" in answer.text
     assert answer.stats.tool_calls > 0
     assert answer.stats.model is None
 

@@ -106,7 +106,9 @@ def test_deepsearch_waits_for_a_quick_answer(served: Served, token: str, app_rep
     is_error, text = call(served, token, "deepsearch", {"question": QUESTION}, path="/.api/mcp/deepsearch")
     assert not is_error, text
     assert time.monotonic() - started < 20
-    assert text.startswith('---\ntitle: "How does retry_failed_charge retry failed charges?"\nshare_url: ""\n')
+    link = rf"Link: {re.escape(served.base_url)}/deepsearch/[0-9a-f-]{{36}}\n\n"
+    assert re.match(link + rf"# {re.escape(QUESTION)}\n\n", text)
+    assert text.count(QUESTION) == 1
     assert f"\n# {QUESTION}\n\n" in text
     assert "## Sources\n\n- [acme/app – billing/retry.py:1-" in text
     assert f"{served.base_url}/acme/app@" in text

@@ -8,7 +8,13 @@ import pytest
 
 from codewell.agents.answers import Citation
 from codewell.agents.conversations import Conversation, Question, title_of
-from codewell.agents.render import WITHHELD_NOTICE, ConversationView, render_conversation, render_link
+from codewell.agents.render import (
+    WITHHELD_NOTICE,
+    ConversationView,
+    render_answer,
+    render_conversation,
+    render_link,
+)
 from codewell.agents.service import _names, parse_identifier
 from codewell.core.errors import InvalidInput
 
@@ -55,6 +61,21 @@ def test_completed_conversation_reads_like_the_reference() -> None:
         " retry_failed_charge\n\n"
         "_Answered by model gpt-x in 3.2 s: 4 tool calls, 1200 tokens, 2 credits._\n"
     )
+
+
+def test_the_deepsearch_answer_carries_its_link_and_shows_the_question_once() -> None:
+    answered = question(
+        1, "completed", answer="Charges are retried in `retry.py`.", author="retrieval", elapsed_ms=200,
+        sources=(Citation("acme/app", SHA, "billing/retry.py", 3, 9, "retry_failed_charge"),),
+    )  # fmt: skip
+    text = render_answer(view(answered))
+    assert text.startswith(f"Link: https://code.example.com/deepsearch/{TOKEN}\n\n# Question 1?\n\n")
+    assert text.count("Question 1?") == 1  # no front matter repeating it as the title
+    assert "Charges are retried in `retry.py`.\n\n## Sources\n\n- [acme/app – billing/retry.py:3-9]" in text
+    # A follow-up: every question once, in order, under the one link.
+    both = render_answer(view(answered, question(2, "processing")))
+    assert both.count("Link: ") == 1
+    assert both.index("# Question 1?") < both.index("# Question 2?\n\n_Status: processing")
 
 
 def test_open_failed_and_withheld_questions() -> None:
