@@ -70,18 +70,22 @@ Spot = tuple[str, int]  # (path, 1-based line)
 
 
 def package_source(spec: str) -> Path:
-    """`src/` of the npm package `spec` (name@version), downloaded once with `npm pack`."""
+    """The sources of the npm package `spec` (name@version), downloaded once with `npm pack`: its `src/` when it
+    ships one, else every JavaScript file it publishes (a CommonJS package such as express: `index.js`, `lib/`)."""
     target = BENCH_DIR / spec.replace("/", "_")
-    if (target / "src").is_dir():
+    if target.is_dir():
         return target
     download = BENCH_DIR / "dl"
     download.mkdir(parents=True, exist_ok=True)
     out = subprocess.run(["npm", "pack", spec], cwd=download, check=True, capture_output=True, text=True).stdout
     archive = download / out.strip().splitlines()[-1]
     with tarfile.open(archive) as tar:
-        members = [m for m in tar.getmembers() if m.name.startswith("package/src/") and m.isfile()]
+        files = [m for m in tar.getmembers() if m.isfile()]
+        members = [m for m in files if m.name.startswith("package/src/")]
         if not members:
-            sys.exit(f"{spec} ships no src/ folder: pick a package that publishes its TypeScript sources")
+            members = [m for m in files if m.name.endswith(SOURCE_SUFFIXES) and not m.name.endswith(".d.ts")]
+        if not members:
+            sys.exit(f"{spec} ships no sources: pick a package that publishes its TypeScript or JavaScript")
         tar.extractall(download / spec.replace("/", "_"), members=members, filter="data")
     shutil.move(download / spec.replace("/", "_") / "package", target)
     return target
@@ -99,7 +103,7 @@ def scip_typescript() -> Path:
 
 
 def make_corpus(source: Path, root: Path) -> list[str]:
-    shutil.copytree(source / "src", root / "src")
+    shutil.copytree(source, root)
     files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.suffix in SOURCE_SUFFIXES)
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "corpus"]):
         subprocess.run(["git", *args], cwd=root, check=True, env=GIT_ENV)
@@ -118,7 +122,7 @@ def scip_documents(root: Path, indexer: Path, scratch: Path, cache: Path | None)
         # scip-typescript infers `allowJs` only where no .ts file exists; a JavaScript project that ships .d.ts
         # files would be indexed without its JavaScript.
         options = {"allowJs": True, "checkJs": True, "noEmit": True, "module": "esnext", "target": "es2022"}
-        tsconfig = {"compilerOptions": {**options, "moduleResolution": "node"}, "include": ["src"]}
+        tsconfig = {"compilerOptions": {**options, "moduleResolution": "node"}}
         (copy / "tsconfig.json").write_text(json.dumps(tsconfig))
         infer = []
     subprocess.run(

@@ -89,7 +89,7 @@ SMOKES: dict[str, Smoke] = {
         timeout=270,
     ),
     "codenav_ts_bench.py": Smoke(
-        ("--symbols", "10"),
+        ("--package", "express@4.21.2", "--symbols", "10"),
         "go_to_definition",
         timeout=270,
     ),

@@ -74,7 +74,9 @@ def _javascript(text: str, line: int) -> list[Import]:  # noqa: PLR0912 - one br
                 if pieces[0]:
                     out.append(Import(module, pieces[0], pieces[-1] or pieces[0], line))
         elif target:
-            out.append(Import(module, "", target, line))
+            # `var f = require('./m').f` binds m's member f; `var m = require('./m')` the module's value.
+            member = re.search(r"require\s*[\"'`][^\"'`]+[\"'`]\s*\.\s*([A-Za-z_$][\w$]*)", text)
+            out.append(Import(module, member.group(1) if member else "", target, line))
         return out
     head = re.sub(r"^(import|export)\s+(type\s+)?", "", text)
     head = head.split(" from ")[0] if " from " in head else ""

@@ -42,6 +42,16 @@ _MAX_ANCESTORS = 50
 _MODULE_ATTRIBUTE = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*\.[A-Za-z_]\w*$")
 # Lines looked at for the assignments of one attribute name across the repository.
 _MAX_ASSIGNMENTS = 200
+# A function's return annotation on its (possibly wrapped) header: `def f(...) -> Parser:`.
+_RETURNS = re.compile(r"\)\s*->\s*(.+?)\s*:\s*$")
+_RETURN = re.compile(r"^\s*return\s+(.+?)\s*$")
+_NAME = re.compile(r"[A-Za-z_]\w*")
+# A parameter's default right after its name: `policy=compat32`.
+_DEFAULT = re.compile(r"^\s*=\s*([^,)]+?)\s*(?:[,)]|$)")
+# Calls and names followed to tell what a value is (`with helper() as x`, helper returning a local built by a call).
+_DEPTH = 3
+# Functions of one name looked at to tell what a call of that name returns (more: too common a name to tell).
+_MAX_RETURNERS = 3
 
 
 def local_scope(symbols: list[Symbol], definition: Symbol) -> tuple[int, int] | None:
@@ -109,6 +119,10 @@ class ReceiverTypes:
         if _SUPER.search(before):
             cls = self._enclosing_class(path, line)
             return None if cls is None else self._inherited_from(cls.name, skip_self=True) == self.owner_class
+        if not receiver:
+            callee = _callee_before(before)  # `Parser(...).name`, `make_parser().name`
+            built = self._value(path, f"{callee}()", 2) if callee else _Evidence()
+            return self._judge([built]) if built.cls else None
         parts = receiver.split(".")
         if len(parts) == 1 and parts[0] in ("self", "cls"):
             return self._self_verdict(path, line)
@@ -140,7 +154,7 @@ class ReceiverTypes:
         inside = [s for s in self._file_symbols(path) if s.kind == "class" and s.def_line <= line <= s.def_end_line]
         return max(inside, key=lambda s: s.def_line) if inside else None
 
-    def _local_bindings(self, path: str, line: int, variable: str) -> list[_Evidence] | None:
+    def _local_bindings(self, path: str, line: int, variable: str, depth: int = _DEPTH) -> list[_Evidence] | None:
         """What the bindings of `variable` in the innermost scope that binds it (function, then module) say."""
         symbols = self._file_symbols(path)
         scopes = [
@@ -151,12 +165,12 @@ class ReceiverTypes:
         for scope in [*reversed(scopes), ""]:
             bindings = [s for s in symbols if s.name == variable and s.kind == "variable" and s.container == scope]
             if bindings:
-                return [self._binding_evidence(path, b) for b in bindings]
+                return [self._binding_evidence(path, b, depth) for b in bindings]
             if scope and any(s.name == variable and s.container == scope for s in symbols):
                 return None  # bound by something else there (a nested function or class): not a value we can read
         return None
 
-    def _binding_evidence(self, path: str, binding: Symbol, depth: int = 1) -> _Evidence:
+    def _binding_evidence(self, path: str, binding: Symbol, depth: int = _DEPTH) -> _Evidence:
         lines = self._file_lines(path)
         if binding.line > len(lines):
             return _Evidence()
@@ -164,11 +178,21 @@ class ReceiverTypes:
         after = text[binding.end_column - 1 :].decode("utf-8", "replace")
         start = text[binding.def_column - 1 :].decode("utf-8", "replace")
         if (binding.def_end_line, binding.def_end_column) == (binding.end_line, binding.end_column):
-            # A parameter (or a `for`/`with` target): only an annotation says what it holds. Without one, a
-            # language server without inference does not know its type either, so its members are not linked.
+            # A parameter (or a `for`/`with` target): only an annotation says what it holds, or for `with f() as x`
+            # what f returns (a context manager's `__enter__` hands out the instance). Without either, a language
+            # server without inference does not know its type either, so its members are not linked.
             annotation = _ANNOTATION.match(after)
             if annotation is None:
-                return _Evidence(untyped=True)
+                managed = _with_target(lines[binding.line - 1], binding.name)
+                default = _DEFAULT.match(after)
+                if managed is not None:
+                    evidence = self._value(path, managed, depth)
+                elif default is not None:
+                    # `policy=compat32`: what the default is, as the module binds it (the call's own value aside).
+                    evidence = self._value(path, default.group(1).strip(), depth, line=0)
+                else:
+                    evidence = _Evidence()
+                return evidence if evidence.cls else _Evidence(untyped=True)
             return _Evidence(cls=_annotated_class(annotation.group(1), after))
         assigned = _ASSIGNED.match(start)
         if assigned is None or assigned.group(1) != binding.name:
@@ -177,8 +201,97 @@ class ReceiverTypes:
             return _Evidence(cls=_annotated_class(assigned.group(2).strip("'\" "), assigned.group(2)))
         value = assigned.group(3).strip()
         if _MODULE_ATTRIBUTE.match(value) and depth > 0:
-            return self._module_attribute(path, value, depth - 1)
-        return _value_evidence(value)
+            return self._module_attribute(path, value, 0)  # one hop: `root = logging.root`
+        return self._value(path, value, depth)
+
+    def _value(self, path: str, value: str, depth: int, line: int | None = None) -> _Evidence:
+        """What an assigned value of `path` says (_value_evidence), and for a call of a function of the repository
+        what that function returns: its return annotation (`-> ProgressBar`), else what its `return` statements
+        give (a constructor call, another such call, a local holding one), `depth` calls deep. With `line` (0: the
+        module's top level), a plain name is what its bindings there say (a parameter's default, an import)."""
+        evidence = _value_evidence(value)
+        if evidence != _Evidence() or depth <= 0:
+            return evidence
+        if line is not None and _NAME.fullmatch(value.strip()):
+            return self._name_value(path, line, value.strip(), depth - 1)
+        call = _CALL.match(value.strip())
+        if call is None or not _call_is_whole(value.strip(), call.end() - 1):
+            return evidence
+        return self._returned(path, call.group(1).split(".")[-1], depth - 1)
+
+    def _name_value(self, path: str, line: int, name: str, depth: int) -> _Evidence:
+        """What `name` holds on `line` of `path`: its bindings in the innermost scope binding it, else what the
+        module it is imported from (`from pkg.mod import name`) binds it to at its top level."""
+        bindings = self._local_bindings(path, line, name, depth)
+        if bindings is None:
+            for imp in self.index.imports_of(path):
+                if imp.alias != name or imp.name in ("", "*"):
+                    continue
+                for where in module_files(self.index, path, "python", imp.module):
+                    found = [
+                        s
+                        for s in self._file_symbols(where)
+                        if s.name == imp.name and s.kind in ("variable", "constant") and not s.container
+                    ]
+                    if len(found) == 1:
+                        return self._binding_evidence(where, found[0], depth)
+            return _Evidence()
+        said = {e for e in bindings if not e.neutral}
+        if any(e.untyped for e in said):
+            return _Evidence()  # `self.x = x` of a parameter without a type: unknown, not evidently another class
+        return said.pop() if len(said) == 1 else _Evidence()
+
+    def _returned(self, path: str, function: str, depth: int) -> _Evidence:
+        """The class of what the module-level function `function` (of `path`, else the repository's only one of
+        that name) returns, when its annotation or its return statements say so."""
+        rows = [
+            (r.path, r.symbol)
+            for r in self.index.symbols_named(function)
+            if r.symbol.kind == "function" and not r.symbol.container and r.language == self.language
+        ]
+        here = [row for row in rows if row[0] == path]
+        rows = here or rows
+        if not rows or len(rows) > _MAX_RETURNERS:
+            return _Evidence()
+        found = {self._function_returns(where, symbol, depth) for where, symbol in rows}
+        return found.pop() if len(found) == 1 else _Evidence()
+
+    def _function_returns(self, path: str, function: Symbol, depth: int) -> _Evidence:
+        lines = self._file_lines(path)
+        header: list[str] = []
+        body_start = function.def_end_line
+        for number in range(function.def_line, min(function.def_end_line, len(lines)) + 1):
+            header.append(lines[number - 1].split("#", 1)[0])
+            if header[-1].rstrip().endswith(":"):
+                body_start = number + 1
+                break
+        annotated = _RETURNS.search(" ".join(header))
+        if annotated:
+            named = re.match(r"['\"]?([A-Za-z_][\w.]*)", annotated.group(1).strip())
+            cls = _annotated_class(named.group(1), annotated.group(1)) if named else ""
+            return _Evidence(cls=cls)
+        if depth <= 0:
+            return _Evidence()
+        qualified = f"{function.container}.{function.name}" if function.container else function.name
+        found: set[_Evidence] = set()
+        for number in range(body_start, min(function.def_end_line, len(lines)) + 1):
+            returned = _RETURN.match(lines[number - 1])
+            if returned is None:
+                continue
+            value = returned.group(1).strip()
+            if _NAME.fullmatch(value):
+                bindings = [
+                    s
+                    for s in self._file_symbols(path)
+                    if s.name == value and s.kind == "variable" and s.container == qualified
+                ]
+                found.update(self._binding_evidence(path, b, depth - 1) for b in bindings[:_MAX_RETURNERS])
+                if not bindings:
+                    return _Evidence()
+            else:
+                found.add(self._value(path, value, depth - 1))
+        found.discard(_Evidence(neutral=True))
+        return found.pop() if len(found) == 1 else _Evidence()
 
     def _module_attribute(self, path: str, value: str, depth: int) -> _Evidence:
         """`mod.attr` with `mod` an import of a module of the repository: what that module assigns to `attr`."""
@@ -213,7 +326,7 @@ class ReceiverTypes:
             for number in range(current.def_line, min(current.def_end_line, len(lines)) + 1):
                 assigned = pattern.match(lines[number - 1])
                 if assigned:
-                    found.append(_value_evidence(assigned.group(1)))
+                    found.append(self._value(where, assigned.group(1), _DEPTH, line=number))
             if found:
                 return found
             for base in self._bases(where, current):
@@ -389,6 +502,49 @@ def _annotated_class(annotation: str, text: str) -> str:
         annotation = inner.group(1) if inner else ""
     last = annotation.split(".")[-1]
     return last if last[:1].isupper() else ""
+
+
+def _callee_before(before: str) -> str:
+    """The function called right before a member access: `Parser(a, b)` in `return Parser(a, b).`."""
+    text = before.rstrip()
+    if not text.endswith("."):
+        return ""
+    text = text[:-1].rstrip()
+    if not text.endswith(")"):
+        return ""
+    depth = 0
+    for i in range(len(text) - 1, -1, -1):
+        if text[i] == ")":
+            depth += 1
+        elif text[i] == "(":
+            depth -= 1
+            if depth == 0:
+                callee = re.search(r"([A-Za-z_][\w.]*)\s*$", text[:i])
+                return callee.group(1) if callee else ""
+    return ""
+
+
+def _with_target(line: str, name: str) -> str | None:
+    """The context expression `with <expression> as name` binds `name` to, from the statement's line."""
+    found = re.match(rf"^\s*(?:async\s+)?with\s+(.*?)\s+as\s+{re.escape(name)}\b", line)
+    if found is None:
+        return None
+    expression = found.group(1)
+    depth = 0
+    start = 0
+    for i, c in enumerate(expression):  # `with a() as x, b() as y`: the item right before `as name`
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif depth == 0 and expression.startswith(" as ", i):
+            start = i
+        elif c == "," and depth == 0:
+            start = i + 1
+    rest = expression[start:]
+    if rest.startswith(" as "):
+        rest = rest.split(",", 1)[1] if "," in rest else ""
+    return rest.strip() or None
 
 
 def _value_evidence(value: str) -> _Evidence:

@@ -1,46 +1,34 @@
 """CodeNavService: go_to_definition and find_references over the symbol index of a repository revision.
 
-Repositories are reached through RepoService only (`resolve` checks that the actor may read them, and an
-unreadable repository is NotFound exactly like a missing one); the blobs are then read from the mirror the
-resolved repository names. Each (repository, commit) is extracted once into an index file (codenav/store.py)
-and only read afterwards: by `index_revision` when a revision is indexed, or lazily on first use.
+A facade: it resolves the repository through RepoService (`resolve` checks that the actor may read it, and an
+unreadable repository is NotFound exactly like a missing one), asks an uploaded SCIP index first
+(codenav/precise.py), and otherwise hands the question to the resolver of the file's language
+(codenav/navigation.py holds the shared rules; javascript.py and python_nav.py add their languages'). Each
+(repository, commit) is extracted once into an index file (builder.py writes it, store.py reads it): by
+`index_revision` when a revision is indexed, or lazily on first use. It is also search's SymbolSource.
 """
 
 from __future__ import annotations
 
-import difflib
-import io
 import logging
 import os
-import posixpath
-import re
 import shutil
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, replace
-from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
 import pygit2
 
-from codewell.codenav.extract import Symbol
-from codewell.codenav.js_scopes import destructured_members, shadowed_uses
-from codewell.codenav.jsdoc import JsDocTypes
-from codewell.codenav.languages import grammar_of
+from codewell.codenav.builder import build_index
+from codewell.codenav.javascript import JavaScriptResolver
+from codewell.codenav.navigation import DEFAULT_LIMIT, MAX_LIMIT, Resolver, Target, split_symbol
 from codewell.codenav.precise import PreciseService
-from codewell.codenav.python_refs import ReceiverTypes, local_scope, shadowed
-from codewell.codenav.resolve import module_files, python_module_name
-from codewell.codenav.results import (
-    SEARCH_BASED,
-    SYNTACTIC,
-    Definition,
-    Definitions,
-    ReferenceFile,
-    References,
-)
-from codewell.codenav.store import ImportRow, Indexed, OpenIndexes, SymbolRow, build_index, open_index
+from codewell.codenav.python_nav import PythonResolver
+from codewell.codenav.results import Definitions, References
+from codewell.codenav.store import Indexed, OpenIndexes, SymbolRow, open_index
 from codewell.core.actors import Actor
 from codewell.core.errors import InvalidInput, NotFound
 from codewell.core.processes import process_pool, stop_pool
@@ -54,118 +42,9 @@ __all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "CodeNavService", "index_revision"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_LIMIT = 10
-MAX_LIMIT = 1000
-MAX_CANDIDATES = 5
-SNIPPET_LINES = 8
-# Cross-repository lookups build the other repositories' indexes on demand only up to this many repositories.
-MAX_PROVIDER_REPOS = 50
-_SPLIT = re.compile(r"::|->|[.#\\]")
-_KIND_RANK = {
-    "class": 0,
-    "struct": 0,
-    "interface": 0,
-    "enum": 1,
-    "function": 1,
-    "type alias": 1,
-    "module": 2,
-    "method": 2,
-    "macro": 2,
-    "constant": 3,
-    "variable": 4,
-    "field": 4,
-}
-# Languages where a member is only ever reached through an object (`self.x`, `this.x`, `p->x`), never by its
-# bare name: there, a bare occurrence of a method's name is something else.
-_MEMBERS_THROUGH_OBJECTS = frozenset({"python", "javascript", "typescript", "go", "php", "rust", "c"})
-# Members of Python's built-in types (`d.items()`, `f.close()`): `obj.name` with one of these names is at least as
-# likely the built-in's as a class's of the repository, so it counts only through `self`/`Class` there.
-_PYTHON_BUILTIN_MEMBERS = frozenset(
-    name
-    for kind in (dict, list, str, bytes, set, tuple, int, float, io.TextIOWrapper, io.BufferedReader, object)
-    for name in dir(kind)
-)
-# Members of JavaScript's built-in objects (arrays, strings, maps, sets, promises, functions, errors, iterators):
-# `x.length` is at least as likely an array's as a class's of the repository, so it counts through `this`/`Class`
-# or a receiver named like the class only.
-_JS_BUILTIN_MEMBER_NAMES = """
-    length push pop shift unshift slice splice concat join reverse sort indexOf lastIndexOf includes find findIndex
-    findLast findLastIndex filter map forEach reduce reduceRight some every flat flatMap fill keys values entries at
-    charAt charCodeAt codePointAt startsWith endsWith trim trimStart trimEnd split replace replaceAll match matchAll
-    search substring substr toLowerCase toUpperCase padStart padEnd repeat get set has delete clear add size then
-    catch finally call apply bind name message stack cause next done value return throw test exec toString valueOf
-    toJSON hasOwnProperty constructor prototype
-"""
-_JS_BUILTIN_MEMBERS = frozenset(_JS_BUILTIN_MEMBER_NAMES.split())
-_JS_SUFFIXES = (".js", ".mjs", ".cjs", ".jsx")  # JavaScript files, where JSDoc types receivers
-_RECEIVER_CHAIN = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*")  # `this`, `obj`, `this.node`
-# The dotted (or `::`/`->`) chain right before a member name: `a.b.` in `a.b.name`.
-_QUALIFIER = re.compile(r"([A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*)\s*(?:\.|::|->)\s*$")
-_SCOPES = ("same file", "same package", "same repository", "other repository")
-# The base classes on a Python class header line: `class Name(Base, mod.Other, metaclass=M):`.
-_CLASS_BASES = re.compile(r"^\s*class\s+\w+\s*\(([^)]*)\)")
-# Re-export hops followed through JavaScript/TypeScript barrels (`export * from`, `export { x } from`).
-_JS_REEXPORT_HOPS = 4
-# Base classes followed up from a JS/TS class for an inherited `this.name`, and the `extends` of a class header.
-_JS_BASE_CLASSES = 4
-_JS_EXTENDS = re.compile(r"\bclass\s+[\w$]*\s*(?:<[^{]*?>)?\s*extends\s+([\w$.]+)")
-# `export default class Name`, `export default async function name`, `export default name;`
-_JS_DEFAULT_EXPORT = re.compile(
-    r"^\s*export\s+default\s+(?:(?:abstract\s+)?class\s+|(?:async\s+)?function\s*\*?\s*)?([A-Za-z_$][\w$]*)\s*(?:[;{(<]|extends\b|implements\b|$)"
-)
-# Classes looked at when following a method's override hierarchy (bounds the work on huge hierarchies).
-_MAX_FAMILY = 200
-
-
-@dataclass(frozen=True, slots=True)
-class _Target:
-    repo: Repo
-    revision: str
-    commit: str
-    path: str
-    index: Indexed
-    language: str
-    queries: str
-    skipped: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Hit:
-    repo: Repo
-    commit: str
-    row: SymbolRow
-    how: str
-    reason: str
-
-
-def _split_symbol(symbol: str) -> tuple[str, list[str]]:
-    text = symbol.strip()
-    if not text or len(text) > 200 or "\x00" in text or any(c.isspace() for c in text):
-        raise InvalidInput(
-            f"invalid symbol {symbol[:60]!r}",
-            hint="give an identifier as written in the file, e.g. parse or Config.load",
-        )
-    parts = [p for p in _SPLIT.split(text.removesuffix("()")) if p]
-    if not parts:
-        raise InvalidInput(f"invalid symbol {symbol!r}", hint="give an identifier, e.g. parse or Config.load")
-    return parts[-1], parts[:-1]
-
-
-def _submodule(module: str, name: str) -> str:
-    """Python's `from <module> import <name>` as a module path: `pkg.mod`, `.mod` (from `.`), `..mod`."""
-    return module + name if module.endswith(".") else f"{module}.{name}"
-
-
-def _container_matches(container: str, qualifier: list[str]) -> bool:
-    if not qualifier:
-        return False
-    if container.split(".")[-len(qualifier) :] == qualifier:
-        return True
-    # A package path ending in the qualifier (`example.com/acme/mathx` for `mathx.Square`), at a name boundary:
-    # `Filter` is not the end of `Filterer.addFilter`.
-    last = qualifier[-1]
-    before = container[: -len(last)]
-    return container.endswith(last) and (not before or not (before[-1].isalnum() or before[-1] in "_$"))
+# Files whose lines CodeNavService keeps (per commit; callers never modify the lists).
+_KEPT_FILES = 256
+_KEPT_CHARACTERS = 16_000_000
 
 
 class CodeNavService:
@@ -179,6 +58,17 @@ class CodeNavService:
         self._open = OpenIndexes()
         self._locks: dict[tuple[int, str], threading.Lock] = {}
         self._workers: ProcessPoolExecutor | None = None
+        # A commit's file lines never change: the few files a question reads again and again (an importer's
+        # `require` lines, a module's `module.exports`) are kept, most recently used last.
+        self._texts: OrderedDict[tuple[int, str, str], list[str]] = OrderedDict()
+        self._texts_size = 0
+        javascript = JavaScriptResolver(self)
+        self._resolvers: dict[str, Resolver] = {
+            "javascript": javascript,
+            "typescript": javascript,
+            "python": PythonResolver(self),
+        }
+        self._generic = Resolver(self)
 
     @classmethod
     def create(cls, runtime: Runtime) -> Self:
@@ -204,8 +94,6 @@ class CodeNavService:
             if self._workers is None:
                 self._workers = process_pool(cpus)
             return self._workers
-
-    # --- index lifecycle -------------------------------------------------------------------------------
 
     def index_file(self, repo: Repo, commit: str) -> Path:
         return self.root / str(repo.id) / f"{commit}.sqlite"
@@ -260,8 +148,6 @@ class CodeNavService:
             if path.stem not in keep:
                 path.unlink(missing_ok=True)
 
-    # --- symbol source for search (type:symbol, ranking) ------------------------------------------------
-
     def symbols(
         self, repo: Repo, commit: str, match: Callable[[str], bool], include: Callable[[str], bool], limit: int
     ) -> list[SymbolMatch] | None:
@@ -284,7 +170,7 @@ class CodeNavService:
         out: list[SymbolMatch] = []
         for r in rows[:limit]:
             s = r.symbol
-            text = lines.setdefault(r.path, self._lines(repo, commit, r.path))
+            text = lines.setdefault(r.path, self.lines(repo, commit, r.path))
             line = text[s.line - 1] if 0 < s.line <= len(text) else ""
             end = s.end_column - 1 if s.end_line == s.line else len(line.encode("utf-8"))
             out.append(SymbolMatch(r.path, s.name, s.kind, s.container, s.line, s.column - 1, end, line))
@@ -303,9 +189,46 @@ class CodeNavService:
             spans = index.definition_spans(paths)
         return {path: [(line, col - 1, end - 1) for line, col, end in found] for path, found in spans.items()}
 
-    # --- shared steps ----------------------------------------------------------------------------------
+    def go_to_definition(
+        self, actor: Actor, repo: str, path: str, symbol: str, revision: str | None = None
+    ) -> Definitions:
+        """Where `symbol`, as used in `path`, is defined: same file, imports, same repository, other repositories."""
+        name, qualifier = split_symbol(symbol)
+        # Precise first: an uploaded SCIP index of this commit that covers the file (codenav/precise.py).
+        precise = self.runtime.get(PreciseService).definitions(actor, repo, path, symbol, name, qualifier, revision)
+        if precise is not None:
+            return precise
+        target = self._target(actor, repo, path, revision)
+        try:
+            return self._resolver(target.queries).definitions(actor, target, symbol, name, qualifier)
+        finally:
+            target.index.close()
 
-    def _target(self, actor: Actor, repo: str, path: str, revision: str | None) -> _Target:
+    def find_references(
+        self,
+        actor: Actor,
+        repo: str,
+        path: str,
+        symbol: str,
+        revision: str | None = None,
+        limit: int = DEFAULT_LIMIT,
+    ) -> References:
+        """References to `symbol` defined in `path`, in the files that can see it, grouped by file and ranked."""
+        if not 1 <= limit <= MAX_LIMIT:
+            raise InvalidInput(f"limit must be between 1 and {MAX_LIMIT} (got {limit})", hint="the default is 10")
+        name, qualifier = split_symbol(symbol)
+        precise = self.runtime.get(PreciseService).references(
+            actor, repo, path, symbol, name, qualifier, revision, limit
+        )
+        if precise is not None:
+            return precise
+        target = self._target(actor, repo, path, revision)
+        try:
+            return self._resolver(target.queries).references(actor, target, symbol, name, qualifier, limit)
+        finally:
+            target.index.close()
+
+    def _target(self, actor: Actor, repo: str, path: str, revision: str | None) -> Target:
         clean = clean_path(path, required=True)
         resolved = self.repos.resolve(actor, repo, revision)
         index = self.index_revision(resolved.repo, resolved.commit)
@@ -320,11 +243,36 @@ class CodeNavService:
                 f"file {clean!r} not found in {repo}@{resolved.revision}",
                 hint="list_files shows what a directory contains",
             )
-        return _Target(
+        return Target(
             resolved.repo, resolved.revision, resolved.commit, clean, index, row.language, row.queries, row.skipped
         )
 
-    def _lines(self, repo: Repo, commit: str, path: str) -> list[str]:
+    def _resolver(self, queries: str) -> Resolver:
+        """The rules of a file's language (its queries name): JavaScript/TypeScript, Python, or the shared ones."""
+        return self._resolvers.get(queries, self._generic)
+
+    def lines(self, repo: Repo, commit: str, path: str) -> list[str]:
+        """A file's lines at a commit, as tree-sitter counts them (kept for the next questions)."""
+        key = (repo.id, commit, path)
+        with self._guard:
+            kept = self._texts.get(key)
+            if kept is not None:
+                self._texts.move_to_end(key)
+                return kept
+        lines = self._read_lines(repo, commit, path)
+        size = sum(map(len, lines))
+        if size > _KEPT_CHARACTERS // 8:
+            return lines  # a huge file is read again rather than crowding out the others
+        with self._guard:
+            if key not in self._texts:
+                self._texts[key] = lines
+                self._texts_size += size
+            while len(self._texts) > _KEPT_FILES or self._texts_size > _KEPT_CHARACTERS:
+                _, dropped = self._texts.popitem(last=False)
+                self._texts_size -= sum(map(len, dropped))
+        return lines
+
+    def _read_lines(self, repo: Repo, commit: str, path: str) -> list[str]:
         try:
             mirror = pygit2.Repository(str(repo.mirror_path))
             blob = mirror[commit].peel(pygit2.Tree)[path]
@@ -337,1116 +285,6 @@ class CodeNavService:
         if lines and lines[-1] == "":
             lines.pop()
         return [line.removesuffix("\r") for line in lines]
-
-    def _definition(self, hit: _Hit, lines: list[str] | None = None) -> Definition:
-        s = hit.row.symbol
-        text = self._lines(hit.repo, hit.commit, hit.row.path) if lines is None else lines
-        last = min(s.def_end_line, s.def_line + SNIPPET_LINES - 1)
-        snippet = [(n, text[n - 1][:256]) for n in range(s.def_line, last + 1) if n - 1 < len(text)]
-        return Definition(
-            hit.repo.name,
-            hit.row.path,
-            hit.commit,
-            hit.row.language,
-            s.name,
-            s.kind,
-            s.container,
-            s.line,
-            s.column,
-            s.end_line,
-            s.end_column,
-            s.def_line,
-            s.def_end_line,
-            hit.how,
-            hit.reason,
-            snippet,
-        )
-
-    # --- go_to_definition --------------------------------------------------------------------------------
-
-    def go_to_definition(
-        self, actor: Actor, repo: str, path: str, symbol: str, revision: str | None = None
-    ) -> Definitions:
-        """Where `symbol`, as used in `path`, is defined: same file, imports, same repository, other repositories."""
-        name, qualifier = _split_symbol(symbol)
-        # Precise first: an uploaded SCIP index of this commit that covers the file (codenav/precise.py).
-        precise = self.runtime.get(PreciseService).definitions(actor, repo, path, symbol, name, qualifier, revision)
-        if precise is not None:
-            return precise
-        target = self._target(actor, repo, path, revision)
-        try:
-            return self._go_to_definition(actor, target, symbol, name, qualifier)
-        finally:
-            target.index.close()
-
-    def _go_to_definition(
-        self, actor: Actor, target: _Target, symbol: str, name: str, qualifier: list[str]
-    ) -> Definitions:
-        notes: list[str] = []
-        if not target.queries:
-            notes.append(f"{target.path} is not in a language codenav parses; these are search-based matches by name.")
-        elif target.skipped:
-            notes.append(f"{target.path} was not parsed ({target.skipped}); these are search-based matches by name.")
-        hits: list[_Hit] = []
-        unresolved: list[tuple[str, str]] = []
-        if target.queries and not target.skipped:
-            types = self._jsdoc_types(target) if target.queries == "javascript" else None
-            qualifier = qualifier or self._js_destructured_receiver(target, name, types)
-            hits = self._js_jsdoc_member(target, name, qualifier, types)
-            hits = hits or self._js_receiver_member(target, name, qualifier)
-            hits = hits or self._same_file(target, name, qualifier)
-            # A Python local variable of some function is a weaker answer than what the file imports.
-            local_only = target.queries == "python" and all(
-                h.row.symbol.kind == "variable" and h.row.symbol.container for h in hits
-            )
-            if not hits or local_only:
-                imported, unresolved = self._through_imports(target, name, qualifier)
-                hits = imported or hits
-            if not hits and unresolved:
-                hits = self._other_repos(actor, target, name, unresolved)
-            if not hits and qualifier == ["this"] and target.queries in ("javascript", "typescript"):
-                hits = self._js_inherited_member(target, target.path, name, depth=_JS_BASE_CLASSES)
-        if not hits:
-            hits = self._by_name(target, name, qualifier)
-        if not hits:
-            raise NotFound(
-                f"no definition of {symbol!r} found from {target.path}",
-                hint="check the spelling (names are case-sensitive), or try keyword_search for the name",
-            )
-        if len(hits) > 1:
-            notes.insert(0, f"{len(hits)} candidate definitions, best first.")
-        return Definitions(
-            target.repo.name,
-            target.path,
-            symbol,
-            target.commit,
-            [self._definition(h) for h in hits[:MAX_CANDIDATES]],
-            notes,
-        )
-
-    def _same_file(self, target: _Target, name: str, qualifier: list[str]) -> list[_Hit]:
-        symbols = [s for s in target.index.symbols_in(target.path) if s.name == name]
-        if qualifier:
-            matching = [s for s in symbols if _container_matches(s.container, qualifier)]
-            # `mod.name` with `mod` an import alias means the imported module, not a same-file definition.
-            if not matching and self._alias_bound(target, qualifier[0]):
-                return []
-            symbols = matching or symbols
-        # Top-level definitions first (a name used in the file most often means the module's own); of several
-        # at one level the last wins, as it does once the module has run (`X = 1` ... `X = 2`). A bare name never
-        # means a member where members are reached through objects (Python's `self.x`).
-        bare_members_last = not qualifier and target.queries in _MEMBERS_THROUGH_OBJECTS
-        symbols.sort(
-            key=lambda s: (
-                bare_members_last and s.kind in ("method", "field"),
-                s.kind in ("variable", "field") and bool(s.container),
-                s.container.count("."),
-                -s.line,
-            )
-        )
-        return [
-            _Hit(target.repo, target.commit, SymbolRow(target.path, target.language, s), SYNTACTIC, "same file")
-            for s in symbols
-        ]
-
-    def _js_inherited_member(self, target: _Target, path: str, name: str, depth: int) -> list[_Hit]:
-        """JS/TS `this.name` that no class of `path` defines: the member of a base class (`class A extends B`),
-        B found like go_to_definition finds any name used in `path` (same file, then its imports)."""
-        if depth == 0:
-            return []
-        lines = self._lines(target.repo, target.commit, path)
-        at = replace(target, path=path)
-        for cls in (s for s in target.index.symbols_in(path) if s.kind == "class"):
-            header = " ".join(lines[cls.def_line - 1 : cls.def_line + 1])
-            extends = _JS_EXTENDS.search(header)
-            if extends is None:
-                continue
-            base = extends.group(1).split(".")[-1]
-            bases = [h for h in self._same_file(at, base, []) if h.row.symbol.kind == "class"]
-            bases = bases or [h for h in self._through_imports(at, base, [])[0] if h.row.symbol.kind == "class"]
-            for found in bases[:1]:
-                members = [
-                    s
-                    for s in target.index.symbols_in(found.row.path)
-                    if s.name == name and s.container.split(".")[-1] == base and s.kind in ("method", "field")
-                ]
-                reason = f"inherited from {base}"
-                if members:
-                    row = SymbolRow(found.row.path, found.row.language, members[0])
-                    return [_Hit(target.repo, target.commit, row, SYNTACTIC, reason)]
-                deeper = self._js_inherited_member(target, found.row.path, name, depth - 1)
-                if deeper:
-                    return deeper
-        return []
-
-    def _jsdoc_types(self, target: _Target) -> JsDocTypes | None:
-        if target.queries not in ("javascript", "typescript"):
-            return None
-        return JsDocTypes(
-            lambda path: self._lines(target.repo, target.commit, path),
-            target.index.symbols_in,
-            lambda path, module: module_files(target.index, path, "javascript", module),
-            lambda path: [(i.module, i.name, i.alias) for i in target.index.imports_of(path)],
-            target.commit,
-        )
-
-    def _js_destructured_receiver(self, target: _Target, name: str, types: JsDocTypes | None) -> list[str]:
-        """A bare JavaScript `name` the file binds with `const { name } = receiver`: that local is `receiver.name`, so
-        its definition is the member's (`const { renderer } = this`). Not when the file defines or imports a `name`
-        of its own, or destructures it from several receivers."""
-        if types is None or self._alias_bound(target, name):
-            return []
-        if any(s.name == name and s.kind not in ("method", "field") for s in target.index.symbols_in(target.path)):
-            return []
-        receivers = {receiver for _, key, local, receiver in types.destructured(target.path) if key == local == name}
-        return next(iter(receivers)).split(".") if len(receivers) == 1 else []
-
-    def _js_jsdoc_member(
-        self, target: _Target, name: str, qualifier: list[str], types: JsDocTypes | None
-    ) -> list[_Hit]:
-        """JavaScript `obj.name` where JSDoc says what `obj` is (`@param {import('./x.js').T} obj`): jsdoc.py."""
-        if types is None or not qualifier or self._alias_bound(target, qualifier[0]):
-            return []
-        found = types.member(target.path, qualifier, name)
-        if found is None:
-            return []
-        path, symbol = found
-        grammar = grammar_of(path)
-        row = SymbolRow(path, grammar.label if grammar else target.language, symbol)
-        return [_Hit(target.repo, target.commit, row, SYNTACTIC, "member of its JSDoc type")]
-
-    def _js_receiver_member(self, target: _Target, name: str, qualifier: list[str]) -> list[_Hit]:
-        """JS/TS `block.name`: a member of a class named like its receiver (`Block`), nearest file first.
-
-        Without types the receiver's name is the best hint there is, and JavaScript code names a variable after
-        its class (`renderer`, `parser`, `this.block_`); an import alias or `this` is left to the other steps.
-        """
-        if target.queries not in ("javascript", "typescript") or not qualifier:
-            return []
-        receiver = _receiver(qualifier[-1])
-        if receiver in ("this", "self", "super", "") or self._alias_bound(target, qualifier[0]):
-            return []
-        rows = [
-            r
-            for r in target.index.symbols_named(name)
-            if r.symbol.kind in ("method", "field") and _names_class(receiver, r.symbol.container.split(".")[-1])
-        ]
-        here = target.path.split("/")
-
-        def nearness(row: SymbolRow) -> tuple[int, str]:
-            there = row.path.split("/")
-            shared = next((i for i, (a, b) in enumerate(zip(here, there, strict=False)) if a != b), len(here))
-            return (-shared, row.path)
-
-        rows.sort(key=nearness)
-        reason = "member of the class named like its receiver"
-        return [_Hit(target.repo, target.commit, r, SEARCH_BASED, reason) for r in rows]
-
-    def _alias_bound(self, target: _Target, alias: str) -> bool:
-        return any(i.alias == alias for i in target.index.imports_of(target.path))
-
-    def _through_imports(
-        self, target: _Target, name: str, qualifier: list[str]
-    ) -> tuple[list[_Hit], list[tuple[str, str]]]:
-        index, queries = target.index, target.queries
-        hits: list[_Hit] = []
-        unresolved: list[tuple[str, str]] = []
-        # Languages where a package spans a folder or a declared package see its names without importing them.
-        if queries == "go" and not qualifier:
-            same = [p for p in index.files_in_dir(posixpath.dirname(target.path), "go") if p != target.path]
-            hits += self._hits_in(target, name, same, [], "same package")
-        if queries in ("java", "kotlin", "csharp") and not qualifier:
-            package = index.file(target.path)
-            if package is not None and package.package:
-                same = [p for p in index.files_in_package(package.package, queries) if p != target.path]
-                hits += self._hits_in(target, name, same, [], "same package")
-        if hits:
-            return hits, unresolved
-        for imp in index.imports_of(target.path):
-            wanted, module, member = self._binding(imp.module, imp.name, imp.alias, name, qualifier, queries)
-            if wanted is None:
-                continue
-            files = module_files(index, target.path, queries, module, member)
-            if queries == "python" and member and not files:
-                files = module_files(index, target.path, queries, module)
-            if not files:
-                if not module.startswith("."):
-                    unresolved.append((module, wanted))
-                continue
-            found = self._hits_in(target, wanted, files, qualifier[1:], f"imported from {module}")
-            if not found and queries == "python":
-                found = self._python_reexport(target, wanted, files, module, depth=3)
-            if not found and queries in ("javascript", "typescript"):
-                found = self._js_reexport(target, wanted, files, module, depth=_JS_REEXPORT_HOPS)
-                found = found or (self._js_default_export(target, files, module) if imp.name == "default" else [])
-            hits += found
-        if not hits and queries in ("c", "cpp"):
-            # #include is a hint: the definition is in an included file, or in the file that implements it.
-            included = [
-                p
-                for imp in index.imports_of(target.path)
-                for p in module_files(index, target.path, queries, imp.module)
-            ]
-            hits += self._hits_in(target, name, included, [], "via #include")
-        return hits, unresolved
-
-    @staticmethod
-    def _binding(
-        module: str, imported: str, alias: str, name: str, qualifier: list[str], queries: str
-    ) -> tuple[str | None, str, str]:
-        """(name to look up, module to resolve, member) when this import explains `qualifier.name`, else None."""
-        if qualifier:
-            if alias != qualifier[0] and not (
-                queries == "python" and not imported and module.split(".", maxsplit=1)[0] == qualifier[0]
-            ):
-                return None, module, ""
-            if queries == "python" and not imported:
-                # `import a.b` + `a.b.name`, or `import a.b as m` + `m.name`.
-                dotted = module if alias != module.split(".", maxsplit=1)[0] else ".".join(qualifier)
-                return name, dotted, ""
-            if imported in ("", "*", "default"):
-                return name, module, ""
-            if queries == "python":
-                # `from pkg import mod` + `mod.name`: a submodule, or a class and its member.
-                return name, _submodule(module, imported), imported
-            return name, module, imported
-        if imported == "*":
-            return name, module, ""
-        if alias == name and imported not in ("", "default"):
-            return imported, module, imported
-        if alias == name and imported == "default":
-            return name, module, ""
-        return None, module, ""
-
-    def _hits_in(self, target: _Target, name: str, files: list[str], qualifier: list[str], reason: str) -> list[_Hit]:
-        if not files:
-            return []
-        rows = target.index.symbols_named(name, files)
-        rows = [
-            r
-            for r in rows
-            if r.symbol.kind != "variable" or not r.symbol.container or r.symbol.container.count(".") == 0
-        ]
-        if qualifier:
-            rows = [r for r in rows if _container_matches(r.symbol.container, qualifier)] or rows
-        order = {p: i for i, p in enumerate(files)}
-        rows.sort(key=lambda r: (order.get(r.path, 0), _KIND_RANK.get(r.symbol.kind, 5), r.symbol.line))
-        return [_Hit(target.repo, target.commit, r, SYNTACTIC, reason) for r in rows]
-
-    def _python_reexport(self, target: _Target, name: str, files: list[str], module: str, depth: int) -> list[_Hit]:
-        """`from .impl import name` in a package's __init__.py: follow the re-export (a few hops at most)."""
-        if depth == 0:
-            return []
-        for path in files:
-            for imp in target.index.imports_of(path):
-                if imp.alias != name and imp.name != "*":
-                    continue
-                wanted = name if imp.name in ("", "*") else imp.name
-                further = module_files(target.index, path, "python", imp.module)
-                found = self._hits_in(target, wanted, further, [], f"imported from {module} (re-exported)")
-                if not found:
-                    found = self._python_reexport(target, wanted, further, module, depth - 1)
-                if found:
-                    return found
-        return []
-
-    def _js_reexport(
-        self, target: _Target, name: str, files: list[str], module: str, depth: int, seen: set[str] | None = None
-    ) -> list[_Hit]:
-        """`export * from "./x"`, `export { name } from "./x"` in a barrel (index.ts): follow the re-export."""
-        seen = set() if seen is None else seen
-        if depth == 0:
-            return []
-        for path in files:
-            if path in seen:
-                continue
-            seen.add(path)  # barrels that re-export each other would otherwise go round
-            for imp in target.index.imports_of(path):
-                if imp.name == "*" or (imp.alias == name and imp.name not in ("", "default")):
-                    wanted = name if imp.name == "*" else imp.name
-                    further = [p for p in module_files(target.index, path, target.queries, imp.module) if p not in seen]
-                    found = self._hits_in(target, wanted, further, [], f"imported from {module} (re-exported)")
-                    found = [h for h in found if not h.row.symbol.container]  # a module exports top-level names
-                    if not found:
-                        found = self._js_reexport(target, wanted, further, module, depth - 1, seen)
-                    if found:
-                        return found
-        return []
-
-    def _js_default_export(self, target: _Target, files: list[str], module: str) -> list[_Hit]:
-        """`import Local from "./x"`: what x exports as default, whatever its own name (`export default class X`)."""
-        for path in files:
-            for line in self._lines(target.repo, target.commit, path):
-                found = _JS_DEFAULT_EXPORT.match(line)
-                if found:
-                    hits = self._hits_in(target, found.group(1), [path], [], f"default export of {module}")
-                    if hits:
-                        return hits
-        return []
-
-    def _by_name(self, target: _Target, name: str, qualifier: list[str]) -> list[_Hit]:
-        rows = target.index.symbols_named(name)
-        if qualifier:
-            rows = [r for r in rows if _container_matches(r.symbol.container, qualifier)] or rows
-        here = posixpath.dirname(target.path)
-
-        def rank(r: SymbolRow) -> tuple[int, int, int, int, str]:
-            same_language = r.language == target.language
-            near = posixpath.dirname(r.path) == here
-            local = r.symbol.kind == "variable" and bool(r.symbol.container)
-            return (not same_language, local, not near, _KIND_RANK.get(r.symbol.kind, 5), r.path)
-
-        rows.sort(key=rank)
-        return [_Hit(target.repo, target.commit, r, SEARCH_BASED, "same repository, matched by name") for r in rows]
-
-    # --- other repositories --------------------------------------------------------------------------------
-
-    def _providers(self, actor: Actor, current: Repo, queries: str, module: str) -> Iterator[tuple[Repo, str, Indexed]]:
-        """Readable repositories (other than `current`) that provide `module`, with their indexed default branch."""
-        # Page by page, stopping at the cap: no record (nor stat) for repositories beyond it.
-        readable = (r for r in self.repos.iter_readable(actor) if r.id != current.id and r.default_branch and r.cloned)
-        for repo in islice(readable, MAX_PROVIDER_REPOS):
-            try:
-                commit = self.repos.resolve(actor, repo.name).commit
-                tree = pygit2.Repository(str(repo.mirror_path))[commit].peel(pygit2.Tree)
-            except (NotFound, InvalidInput, KeyError, ValueError, pygit2.GitError):
-                continue
-            if _provides(tree, queries, module):
-                yield repo, commit, self.index_revision(repo, commit)
-
-    def _other_repos(self, actor: Actor, target: _Target, name: str, unresolved: list[tuple[str, str]]) -> list[_Hit]:
-        hits: list[_Hit] = []
-        for module, wanted in unresolved:
-            for repo, commit, index in self._providers(actor, target.repo, target.queries, module):
-                files = module_files(index, "", target.queries, module)
-                rows = index.symbols_named(wanted, files)
-                rows.sort(key=lambda r: (_KIND_RANK.get(r.symbol.kind, 5), r.path))
-                index.close()
-                reason = f"imported from {module}, provided by repository {repo.name}"
-                hits += [_Hit(repo, commit, r, SYNTACTIC, reason) for r in rows]
-        return hits
-
-    # --- find_references ---------------------------------------------------------------------------------
-
-    def find_references(
-        self,
-        actor: Actor,
-        repo: str,
-        path: str,
-        symbol: str,
-        revision: str | None = None,
-        limit: int = DEFAULT_LIMIT,
-    ) -> References:
-        """References to `symbol` defined in `path`, in the files that can see it, grouped by file and ranked."""
-        if not 1 <= limit <= MAX_LIMIT:
-            raise InvalidInput(f"limit must be between 1 and {MAX_LIMIT} (got {limit})", hint="the default is 10")
-        name, qualifier = _split_symbol(symbol)
-        precise = self.runtime.get(PreciseService).references(
-            actor, repo, path, symbol, name, qualifier, revision, limit
-        )
-        if precise is not None:
-            return precise
-        target = self._target(actor, repo, path, revision)
-        try:
-            return self._find_references(actor, target, symbol, name, qualifier, limit)
-        finally:
-            target.index.close()
-
-    def _find_references(
-        self, actor: Actor, target: _Target, symbol: str, name: str, qualifier: list[str], limit: int
-    ) -> References:
-        if target.skipped:
-            raise InvalidInput(
-                f"{target.path} was not parsed ({target.skipped})",
-                hint="use keyword_search for the name instead",
-            )
-        symbols = [s for s in target.index.symbols_in(target.path) if s.name == name]
-        if qualifier:
-            symbols = [s for s in symbols if _container_matches(s.container, qualifier)] or symbols
-        if not symbols:
-            names = target.index.names_in(target.path)
-            near = difflib.get_close_matches(name, names, n=5, cutoff=0.6) or names[:5]
-            hint = (
-                "names defined there include: " + ", ".join(near)
-                if near
-                else "nothing is defined there; find_references needs the file that defines the symbol"
-            )
-            if not target.queries:
-                hint = f"{target.path} is not in a language codenav parses; use keyword_search for the name"
-            raise NotFound(f"symbol {symbol!r} not found in {target.path}", hint=hint)
-        # Of several definitions of the name in the file, the top-level one is meant unless the name is qualified.
-        symbols.sort(key=lambda s: (s.kind in ("method", "field"), s.container.count("."), s.line))
-        definition = self._definition(
-            _Hit(
-                target.repo,
-                target.commit,
-                SymbolRow(target.path, target.language, symbols[0]),
-                SYNTACTIC,
-                "defined here",
-            )
-        )
-        visible, aliases = self._visible_files(target, name, symbols[0].kind)
-        # Other classes defining a member of the same name make `obj.name` on an object of unknown type ambiguous.
-        # (Deciding that per file, from what each file imports, measured P 89 % / R 94 % against 94 % / 90 %.)
-        other_definers = {
-            row.path
-            for row in target.index.symbols_named(name)
-            if symbols[0].kind in ("method", "field")
-            and row.symbol.kind in ("method", "field")
-            and (row.path, row.symbol.container) != (target.path, symbols[0].container)
-        }
-        family_calls, family_selves = self._override_family(target, symbols[0])
-        receivers, occurrences = self._python_receivers(target, symbols[0])
-        jsdoc = self._jsdoc_types(target)
-        occurrences, destructured = self._js_occurrences(target, symbols[0], occurrences, jsdoc)
-        found: list[tuple[int, Repo, str, str, list[tuple[int, int]]]] = []
-        for file_path, scope in visible.items():
-            spots = self._uses(
-                target,
-                symbols[0],
-                file_path,
-                occurrences.get(file_path, []),
-                aliases.get(file_path, set()),
-                # Python and JavaScript importers see the bare name only when they import that name.
-                bare=scope < 2
-                or target.queries not in ("python", "javascript", "typescript")
-                or "" in aliases.get(file_path, set()),
-                ambiguous=bool(other_definers)
-                or (target.queries == "python" and name in _PYTHON_BUILTIN_MEMBERS)
-                or (target.queries in ("javascript", "typescript") and name in _JS_BUILTIN_MEMBERS),
-                family_calls=family_calls,
-                family_selves=family_selves,
-                receivers=receivers,
-                destructured=destructured.get(file_path),
-                jsdoc=jsdoc,
-            )
-            if spots:
-                found.append((scope, target.repo, target.commit, file_path, spots))
-        found += self._references_elsewhere(actor, target, name)
-        text_matches = False
-        how = SYNTACTIC
-        if not found:
-            found = self._text_matches(target, name, visible)
-            text_matches = bool(found)
-        if any(scope >= 2 for scope, *_ in found) and target.queries in ("rust", "ruby", "php", "csharp"):
-            how = SEARCH_BASED
-        found.sort(key=lambda f: (f[0], f[3]))
-        total = sum(len(f[4]) for f in found)
-        files: list[ReferenceFile] = []
-        shown = 0
-        for scope, ref_repo, commit, file_path, spots in found:
-            if shown >= limit:
-                break
-            take = sorted(spots)[: limit - shown]
-            text = self._lines(ref_repo, commit, file_path)
-            lines = [(line, col, text[line - 1][:256] if line - 1 < len(text) else "") for line, col in take]
-            files.append(ReferenceFile(ref_repo.name, file_path, commit, _SCOPES[scope], lines, len(spots)))
-            shown += len(take)
-        notes: list[str] = []
-        if text_matches:
-            notes.append(f"No identifier references to {name!r}; these lines mention it in comments or strings.")
-        if total > shown:
-            notes.append(
-                f"({total - shown} more references not shown; showing {shown} of {total}. Raise limit to see more.)"
-            )
-        return References(
-            target.repo.name,
-            target.path,
-            symbol,
-            target.commit,
-            definition,
-            files,
-            total,
-            shown,
-            how,
-            text_matches,
-            notes,
-        )
-
-    def _visible_files(  # noqa: PLR0912 - one rule per language family
-        self, target: _Target, name: str, kind: str
-    ) -> tuple[dict[str, int], dict[str, set[str]]]:
-        """Files of the same repository that can see a definition in target.path → scope rank (0 file, 1 package,
-        2 repository), and per importing file the names its imports give the defining module (`mod` of `mod.name`).
-        """
-        index, queries, path = target.index, target.queries, target.path
-        visible: dict[str, int] = {path: 0}
-        aliases: dict[str, set[str]] = {}
-        here = posixpath.dirname(path)
-        row = index.file(path)
-        if queries == "go":
-            for p in index.files_in_dir(here, "go"):
-                visible.setdefault(p, 1)
-        elif queries in ("java", "kotlin", "csharp") and row is not None and row.package:
-            for p in index.files_in_package(row.package, queries):
-                visible.setdefault(p, 1)
-        if queries in ("c", "cpp"):
-            static = kind in ("function", "variable") and self._is_static(target, name)
-            if static:
-                return visible, aliases
-            # C has one global namespace per program: every C file naming it may use it (and includes tell which).
-            for p in index.occurrences(name):
-                if p != path and grammar_of(p) is not None:
-                    visible.setdefault(p, 1 if posixpath.dirname(p) == here else 2)
-            return visible, aliases
-        if queries in ("rust", "ruby", "php", "csharp"):
-            # No import resolution for these yet: same-folder files first, then any file naming it (search-based).
-            for p in index.occurrences(name):
-                if grammar_of(p) is not None and index.file(p) is not None:
-                    visible.setdefault(p, 1 if posixpath.dirname(p) == here else 2)
-            return visible, aliases
-        if queries in ("javascript", "typescript"):
-            self._js_visible_everywhere(index, path, name, kind, visible, aliases)
-        stem = posixpath.basename(path).rsplit(".", 1)[0]
-        fragment = posixpath.basename(here) if stem in ("__init__", "index", "mod") or queries == "go" else stem
-        importers: set[str] = set()
-        resolved: dict[tuple[str, str], list[str]] = {}
-        for imp in index.imports_mentioning(fragment or stem):
-            if imp.path in visible:
-                continue
-            if path in _resolved_import(index, queries, imp, resolved):
-                importers.add(imp.path)
-                if imp.name in (name, "*") or (imp.name == "default" and queries != "python"):
-                    # The file uses the bare name: mark it with the empty alias.
-                    aliases.setdefault(imp.path, set()).add("")
-                if imp.name == "" and imp.alias:
-                    # `import a.b` is used as `a.b.name`; `import a.b as m`, `import * as m`, Go's `m.Name` as `m.name`.
-                    unaliased = queries == "python" and imp.alias == imp.module.split(".")[0]
-                    aliases.setdefault(imp.path, set()).add(imp.module if unaliased else imp.alias)
-            elif (
-                queries == "python"
-                and imp.name not in ("", "*")
-                and path in module_files(index, imp.path, queries, _submodule(imp.module, imp.name))
-            ):
-                # `from pkg import mod` binds the module itself.
-                importers.add(imp.path)
-                aliases.setdefault(imp.path, set()).add(imp.alias)
-        for p in importers:
-            visible.setdefault(p, 2)
-        if queries in ("javascript", "typescript"):
-            barrels = sorted(p for p in importers if "" in aliases.get(p, set()))
-            self._js_reexport_importers(index, queries, name, barrels, visible, aliases)
-        if queries == "python":
-            # One hop of re-export: files importing `name` from a module that imports it from here.
-            for imp in index.imports_mentioning(name):
-                if imp.path == path or imp.name != name:
-                    continue
-                via = module_files(index, imp.path, queries, imp.module)
-                if any(v in importers for v in via):
-                    visible.setdefault(imp.path, 2)
-                    aliases.setdefault(imp.path, set()).add("")
-        return visible, aliases
-
-    @staticmethod
-    def _js_visible_everywhere(
-        index: Indexed, path: str, name: str, kind: str, visible: dict[str, int], aliases: dict[str, set[str]]
-    ) -> None:
-        """JS/TS names that need no import: members, enum members, and the globals of declaration files.
-
-        A member is reached through objects that any file may hold (`Enum.member` likewise), and a declaration file
-        without imports (`declare const __DEV__: boolean` in global.d.ts) declares globals: every file naming it
-        may use it.
-        """
-        script_globals = path.endswith(".d.ts") and not index.imports_of(path)
-        enum_member = kind == "constant" and any(
-            s.name == name and s.kind == "constant" and s.container for s in index.symbols_in(path)
-        )
-        if kind not in ("method", "field") and not enum_member and not script_globals:
-            return
-        here = posixpath.dirname(path)
-        for p in index.occurrences(name):
-            grammar = grammar_of(p)
-            if grammar is not None and grammar.queries in ("javascript", "typescript"):
-                visible.setdefault(p, 1 if posixpath.dirname(p) == here else 2)
-                if script_globals:
-                    aliases.setdefault(p, set()).add("")
-
-    @staticmethod
-    def _js_occurrences(
-        target: _Target,
-        definition: Symbol,
-        occurrences: dict[str, list[tuple[int, int, str]]],
-        types: JsDocTypes | None,
-    ) -> tuple[dict[str, list[tuple[int, int, str]]], dict[str, dict[tuple[int, int], str]]]:
-        """JS/TS occurrences as scopes and destructuring read them (unchanged for other languages)."""
-        if types is None:
-            return occurrences, {}
-        unshadowed = CodeNavService._js_unshadowed(definition, occurrences, types)
-        return CodeNavService._js_destructured(definition, unshadowed, types)
-
-    @staticmethod
-    def _js_unshadowed(
-        definition: Symbol, occurrences: dict[str, list[tuple[int, int, str]]], types: JsDocTypes
-    ) -> dict[str, list[tuple[int, int, str]]]:
-        """The occurrences of a module-level JS/TS name without the plain uses a local binding of the same name
-        covers (a parameter, a `const` in a block, a catch or `for ... of` binding: js_scopes.py)."""
-        if definition.container or definition.kind in ("method", "field"):
-            return occurrences
-        kept: dict[str, list[tuple[int, int, str]]] = {}
-        for path, spots in occurrences.items():
-            grammar = grammar_of(path)
-            if grammar is None or grammar.queries not in ("javascript", "typescript"):
-                kept[path] = spots
-                continue
-            data = "\n".join(types.read(path)).encode()
-            hidden = shadowed_uses(grammar, data, definition.name, spots)
-            kept[path] = [spot for spot in spots if spot not in hidden]
-        return kept
-
-    @staticmethod
-    def _js_destructured(
-        definition: Symbol, occurrences: dict[str, list[tuple[int, int, str]]], types: JsDocTypes
-    ) -> tuple[dict[str, list[tuple[int, int, str]]], dict[str, dict[tuple[int, int], str]]]:
-        """A JS/TS member's occurrences with `const { name } = receiver` read as the member access
-        `receiver.name` (role "m"), and per file those spots' receivers."""
-        if definition.kind not in ("method", "field") or not definition.container:
-            return occurrences, {}
-        receivers: dict[str, dict[tuple[int, int], str]] = {}
-        kept: dict[str, list[tuple[int, int, str]]] = {}
-        for path, spots in occurrences.items():
-            grammar = grammar_of(path)
-            found: dict[tuple[int, int], str] = {}
-            if grammar is not None and grammar.queries in ("javascript", "typescript"):
-                data = "\n".join(types.read(path)).encode()
-                found = {
-                    spot: receiver
-                    for spot, receiver in destructured_members(grammar, data, definition.name, spots).items()
-                    if _RECEIVER_CHAIN.fullmatch(receiver)
-                }
-            if found:
-                receivers[path] = found
-            kept[path] = [(line, col, "m" if (line, col) in found else role) for line, col, role in spots]
-        return kept, receivers
-
-    @staticmethod
-    def _js_reexport_importers(
-        index: Indexed,
-        queries: str,
-        name: str,
-        barrels: list[str],
-        visible: dict[str, int],
-        aliases: dict[str, set[str]],
-    ) -> None:
-        """Files that get `name` through barrels (`export * from`, `export { name } from`), a few hops deep.
-
-        `barrels`: files that import `name` itself (or everything) from the defining file, so they may re-export
-        it. A file importing `name` (or `*`) from one of them sees the bare name; `import * as ns` sees `ns.name`.
-        """
-        seen = set(barrels) | set(visible)
-        frontier = barrels
-        resolved: dict[tuple[str, str], list[str]] = {}
-        mentioning: dict[str, list[ImportRow]] = {}
-        for _ in range(_JS_REEXPORT_HOPS):
-            further: list[str] = []
-            for via in frontier:
-                stem = posixpath.basename(via).split(".", 1)[0]
-                # An index file is imported by its folder's name (`"./core"`) or as `"./core/index"`.
-                fragments = [stem]
-                if stem == "index" and posixpath.dirname(via):
-                    fragments.insert(0, posixpath.basename(posixpath.dirname(via)))
-                for fragment in fragments:
-                    if fragment not in mentioning:
-                        mentioning[fragment] = index.imports_mentioning(fragment)
-                for imp in dict.fromkeys(i for fragment in fragments for i in mentioning[fragment]):
-                    if imp.path == via or via not in _resolved_import(index, queries, imp, resolved):
-                        continue
-                    if imp.name in (name, "*"):
-                        aliases.setdefault(imp.path, set()).add("")
-                    elif imp.name == "" and imp.alias:
-                        aliases.setdefault(imp.path, set()).add(imp.alias)
-                    else:
-                        continue
-                    visible.setdefault(imp.path, 2)
-                    if imp.path not in seen and imp.name in (name, "*"):
-                        seen.add(imp.path)
-                        further.append(imp.path)
-            frontier = further
-
-    def _uses(  # noqa: PLR0912, PLR0915 - one branch per kind of occurrence
-        self,
-        target: _Target,
-        definition: Symbol,
-        path: str,
-        spots: list[tuple[int, int, str]],
-        aliases: set[str],
-        *,
-        bare: bool,
-        ambiguous: bool,
-        family_calls: frozenset[str] = frozenset(),
-        family_selves: frozenset[str] = frozenset(),
-        receivers: ReceiverTypes | None = None,
-        destructured: dict[tuple[int, int], str] | None = None,
-        jsdoc: JsDocTypes | None = None,
-    ) -> list[tuple[int, int]]:
-        """The occurrences in `path` that can mean `definition`: members through objects, others by name or module.
-
-        `ambiguous`: other classes define a member of the same name, so `obj.name` on an object of unknown type
-        is not counted; `self.name` in the class (or a subclass) and `Class.name` still are. For a Python method
-        with an override hierarchy (_override_family): `Class.name` with a class of `family_calls`, and `self.name`
-        in a class of `family_selves`, count. `receivers` (Python members): what the file says `obj` of `obj.name` is
-        decides first when it says anything (python_refs.py). `destructured` (JS/TS): `{ name } = receiver`
-        occurrences, read as `receiver.name`. `jsdoc` (JS/TS members): in a JavaScript file, a receiver whose
-        JSDoc type is known decides (jsdoc.py).
-        """
-        # A TypeScript enum member is reached as `Enum.member`, like a class member.
-        member = definition.kind in ("method", "field") or (
-            target.queries == "typescript" and definition.kind == "constant" and bool(definition.container)
-        )
-        strict = target.queries in _MEMBERS_THROUGH_OBJECTS
-        owner_class = definition.container.split(".")[-1]
-        keep: list[tuple[int, int]] = []
-        lines: list[str] | None = None
-        classes: list[Symbol] | None = None
-        import_names: set[str] | None = None
-        for line, column, role in spots:
-            if role == "d":
-                continue
-            if member and strict and role != "m":
-                if (
-                    target.queries == "python"
-                    and path == target.path
-                    and self._in_class_body(target, line, owner_class)
-                ):
-                    keep.append((line, column))  # `name = property(get_name)`, `@name.setter` in the class body
-                continue  # `name` alone is a local or a global there, never this member
-            if not member and not bare and role != "m":
-                continue  # this importer reaches the module, not the bare name
-            if role != "m":
-                if target.queries == "python":
-                    if lines is None:
-                        lines = self._lines(target.repo, target.commit, path)
-                    if line <= len(lines) and lines[line - 1].lstrip().startswith(("global ", "nonlocal ")):
-                        continue  # a declaration of the name's scope, not a use
-                keep.append((line, column))
-                continue
-            if lines is None:
-                lines = self._lines(target.repo, target.commit, path)
-            before = lines[line - 1].encode()[: column - 1].decode("utf-8", "replace") if line <= len(lines) else ""
-            qualifier = _QUALIFIER.search(before)
-            owner = qualifier.group(1) if qualifier else ""
-            if destructured and (line, column) in destructured:
-                owner = destructured[line, column]
-            if not member:
-                # A top-level name reached through a member access is only ours through the module's name.
-                if owner in aliases or (before.endswith("::") and target.queries != "c"):
-                    keep.append((line, column))
-                continue
-            last = owner.split(".")[-1]
-            evident = (
-                receivers.verdict(path, line, owner, before, method=definition.kind == "method")
-                if receivers is not None
-                else None
-            )
-            if evident is None and jsdoc is not None and owner and path.endswith(_JS_SUFFIXES):
-                typed = jsdoc.member(path, owner.split("."), definition.name, line)
-                evident = None if typed is None else typed == (target.path, definition)
-            if evident is not None:
-                if evident:
-                    keep.append((line, column))
-                continue
-            if last in family_calls:
-                keep.append((line, column))  # `Base.name(self)`, `mod.Sub.name`: a class of the override hierarchy
-                continue
-            if import_names is None:
-                import_names = self._import_names(target, path)
-            if owner.split(".")[0] in import_names:
-                continue  # `module.name`: something a module defines, not a member of a class here
-            if last == owner_class:
-                keep.append((line, column))
-                continue
-            if last in ("self", "this", "cls"):
-                if classes is None:
-                    classes = [s for s in target.index.symbols_in(path) if s.kind in ("class", "struct")]
-                enclosing = [c for c in classes if c.def_line <= line <= c.def_end_line]
-                if enclosing and enclosing[-1].name in family_selves:
-                    keep.append((line, column))
-                    continue
-                if enclosing and self._defines_other(target, path, enclosing[-1], definition):
-                    continue  # that class has its own member of this name
-                if ambiguous and not (
-                    enclosing and self._is_or_extends(target, path, enclosing[-1], owner_class, lines)
-                ):
-                    continue
-                keep.append((line, column))
-                continue
-            if last[:1].isupper() and self._other_class_defines(target, owner, definition):
-                continue  # `OtherClass.name`: that class's own member
-            if not ambiguous or (
-                target.queries in ("javascript", "typescript") and _names_class(_receiver(last), owner_class)
-            ):
-                keep.append((line, column))  # `block.chunks` in JS/TS: a receiver named like the class
-        return keep
-
-    def _python_receivers(
-        self, target: _Target, definition: Symbol
-    ) -> tuple[ReceiverTypes | None, dict[str, list[tuple[int, int, str]]]]:
-        """The receiver rules of a Python member, and the occurrences of the name that can be references.
-
-        A function nested in a function is local to it: only that function's lines can name it. A module-level
-        name is not what a function that binds the same name itself uses.
-        """
-        occurrences = target.index.occurrences(definition.name)
-        if target.queries != "python":
-            return None, occurrences
-        symbols = target.index.symbols_in(target.path)
-        scope = local_scope(symbols, definition)
-        if scope is not None:
-            first, last = scope
-            occurrences = {target.path: [spot for spot in occurrences.get(target.path, []) if first <= spot[0] <= last]}
-        elif not definition.container:
-            # A module-level name used where a function binds the same name itself means that local.
-            for path, spots in occurrences.items():
-                if any(role == "r" for _, _, role in spots):
-                    hidden = set(shadowed(target.index.symbols_in(path), definition.name, spots))
-                    occurrences[path] = [spot for spot in spots if spot not in hidden]
-        if definition.kind not in ("method", "field") or not definition.container:
-            return None, occurrences
-        receivers = ReceiverTypes(
-            target.index,
-            target.language,
-            lambda path: self._lines(target.repo, target.commit, path),
-            definition.name,
-            definition.container.split(".")[-1],
-        )
-        return receivers, occurrences
-
-    @staticmethod
-    def _in_class_body(target: _Target, line: int, owner_class: str) -> bool:
-        """Whether `line` of target.path is directly in the body of class `owner_class` (not in one of its methods)."""
-        inside = [
-            s
-            for s in target.index.symbols_in(target.path)
-            if s.kind in ("class", "function", "method") and s.def_line < line <= s.def_end_line
-        ]
-        innermost = max(inside, key=lambda s: s.def_line) if inside else None
-        return innermost is not None and innermost.kind == "class" and innermost.name == owner_class
-
-    def _override_family(  # noqa: PLR0912 - up the bases, then down the subclasses
-        self, target: _Target, definition: Symbol
-    ) -> tuple[frozenset[str], frozenset[str]]:
-        """Names of the classes of a Python method's override hierarchy, or nothing when it overrides nothing.
-
-        The hierarchy: the topmost base class (by name, from `class X(Base):` headers in the revision) that also
-        defines the method, and every class below it. A call `self.name()` in any of them, or `Base.name(self)`,
-        may run this definition (or the one it overrides and calls), so both count as references to it.
-        """
-        if target.queries != "python" or definition.kind != "method" or not definition.container:
-            return frozenset(), frozenset()
-        index = target.index
-        owner = definition.container.split(".")[-1]
-        definers = {
-            r.symbol.container.split(".")[-1]
-            for r in index.symbols_named(definition.name)
-            if r.symbol.kind == "method" and r.language == target.language
-        }
-        if definers == {owner}:
-            return frozenset(), frozenset()
-        lines: dict[str, list[str]] = {}
-        classes: dict[str, list[tuple[str, Symbol]]] = {}
-
-        def class_rows(name: str) -> list[tuple[str, Symbol]]:
-            if name not in classes:
-                classes[name] = [
-                    (r.path, r.symbol)
-                    for r in index.symbols_named(name)
-                    if r.symbol.kind == "class" and r.language == target.language
-                ]
-            return classes[name]
-
-        def bases(path: str, cls: Symbol) -> list[str]:
-            text = lines.setdefault(path, self._lines(target.repo, target.commit, path))
-            header = text[cls.def_line - 1] if cls.def_line <= len(text) else ""
-            found = _CLASS_BASES.search(header)
-            return [b.strip().split(".")[-1] for b in found.group(1).split(",")] if found else []
-
-        # Up: the farthest ancestor that defines the method is the root of the hierarchy.
-        root, seen, todo = owner, {owner}, [owner]
-        while todo and len(seen) < _MAX_FAMILY:
-            current = todo.pop()
-            for path, cls in class_rows(current):
-                for base in bases(path, cls):
-                    if base and base not in seen and class_rows(base):
-                        seen.add(base)
-                        todo.append(base)
-                        if base in definers:
-                            root = base
-        # Down: every class whose header names the root or one of its descendants.
-        family, todo = {root}, [root]
-        parent: dict[str, str] = {}
-        while todo and len(family) < _MAX_FAMILY:
-            current = todo.pop()
-            for path, spots in index.occurrences(current).items():
-                if grammar_of(path) is None or grammar_of(path) != grammar_of(target.path):
-                    continue
-                on = {line for line, _, role in spots if role != "d"}
-                for cls in index.symbols_in(path):
-                    if (
-                        cls.kind == "class"
-                        and cls.def_line in on
-                        and cls.name not in family
-                        and current in bases(path, cls)
-                    ):
-                        family.add(cls.name)
-                        parent[cls.name] = current
-                        todo.append(cls.name)
-        if len(family & definers) < 2:  # the definition's class and at least one other
-            return frozenset(), frozenset()
-
-        def below_owner(name: str) -> bool:
-            while name in parent and name != owner:
-                name = parent[name]
-            return name == owner
-
-        # `X.name(...)`: X the root declaration, the class itself or a subclass of it (an intermediate base's or a
-        # sibling branch's own implementation is never this one). `self.name`: anywhere in the family but in the
-        # definition's own bases.
-        calls = frozenset({root, owner} | {name for name in family if below_owner(name)})
-        return calls, frozenset(family - (seen - {owner}))
-
-    @staticmethod
-    def _is_or_extends(target: _Target, path: str, cls: Symbol, owner_class: str, lines: list[str]) -> bool:
-        """Whether class `cls` is the definition's class or names it among its bases (on its header line)."""
-        if cls.name == owner_class:
-            return True
-        header = lines[cls.def_line - 1] if cls.def_line <= len(lines) else ""
-        return re.search(rf"\b{re.escape(owner_class)}\b", header) is not None
-
-    def _import_names(self, target: _Target, path: str) -> set[str]:
-        """The names a file's imports bind to modules (`os` of `import os.path`, `np` of `import numpy as np`)."""
-        names = set()
-        for imp in target.index.imports_of(path):
-            if imp.name == "" and imp.alias:
-                names.add(imp.alias.split(".")[0])
-        return names
-
-    def _other_class_defines(self, target: _Target, owner: str, definition: Symbol) -> bool:
-        """Whether `owner` (`Base`, `mod.Base`) names another class of the revision that defines this member."""
-        cls = owner.rsplit(".", maxsplit=1)[-1]
-        if cls == definition.container.split(".")[-1]:
-            return False
-        return any(row.symbol.container.split(".")[-1] == cls for row in target.index.symbols_named(definition.name))
-
-    def _defines_other(self, target: _Target, path: str, owner: Symbol, definition: Symbol) -> bool:
-        """Whether class `owner` in `path` is another class that defines a member named like `definition`."""
-        if path == target.path and owner.name == definition.container.split(".")[-1]:
-            return False
-        qualified = f"{owner.container}.{owner.name}" if owner.container else owner.name
-        return any(s.name == definition.name and s.container == qualified for s in target.index.symbols_in(path))
-
-    def _is_static(self, target: _Target, name: str) -> bool:
-        lines = self._lines(target.repo, target.commit, target.path)
-        for s in target.index.symbols_in(target.path):
-            if s.name == name and s.def_line - 1 < len(lines):
-                return lines[s.def_line - 1].lstrip().startswith("static")
-        return False
-
-    def _references_elsewhere(
-        self, actor: Actor, target: _Target, name: str
-    ) -> list[tuple[int, Repo, str, str, list[tuple[int, int]]]]:
-        """References in other readable repositories that import the module defining `name` (Python, Go)."""
-        if target.queries == "python":
-            module = python_module_name(target.path)
-        elif target.queries == "go":
-            module = ""
-            for directory, path in target.index.go_modules():
-                here = posixpath.dirname(target.path)
-                if not directory or here == directory or here.startswith(directory + "/"):
-                    rest = here[len(directory) :].lstrip("/")
-                    module = f"{path}/{rest}" if rest else path
-        else:
-            return []
-        if not module:
-            return []
-        out: list[tuple[int, Repo, str, str, list[tuple[int, int]]]] = []
-        readable = (
-            r for r in self.repos.iter_readable(actor) if r.id != target.repo.id and r.default_branch and r.cloned
-        )
-        for repo in islice(readable, MAX_PROVIDER_REPOS):
-            try:
-                commit = self.repos.resolve(actor, repo.name).commit
-            except (NotFound, InvalidInput):
-                continue
-            index = self.index_revision(repo, commit)
-            try:
-                importers = {
-                    imp.path
-                    for imp in index.imports_mentioning(module.rsplit(".", 1)[-1].rsplit("/", 1)[-1])
-                    if imp.module == module or (imp.module == module.rsplit(".", 1)[0] and imp.name in (name, "*"))
-                }
-                occurrences = index.occurrences(name)
-            finally:
-                index.close()
-            for p in sorted(importers):
-                spots = [(line, col) for line, col, role in occurrences.get(p, []) if role != "d"]
-                if spots:
-                    out.append((3, repo, commit, p, spots))
-        return out
-
-    def _text_matches(
-        self, target: _Target, name: str, visible: dict[str, int]
-    ) -> list[tuple[int, Repo, str, str, list[tuple[int, int]]]]:
-        word = re.compile(rf"(?<![\w$]){re.escape(name)}(?![\w$])")
-        out: list[tuple[int, Repo, str, str, list[tuple[int, int]]]] = []
-        for file_path, scope in visible.items():
-            spots: list[tuple[int, int]] = []
-            for number, line in enumerate(self._lines(target.repo, target.commit, file_path), start=1):
-                for match in word.finditer(line):
-                    spots.append((number, match.start() + 1))
-            definition_lines = {s.line for s in target.index.symbols_in(file_path) if s.name == name}
-            spots = [s for s in spots if not (file_path == target.path and s[0] in definition_lines)]
-            if spots:
-                out.append((scope, target.repo, target.commit, file_path, spots))
-        return out
-
-
-def _receiver(name: str) -> str:
-    """A receiver's name as a class name would read it, lower-cased: `block_`, `_block` and `$block` → `block`."""
-    return name.strip("_$").lower()
-
-
-def _names_class(receiver: str, cls: str) -> bool:
-    """Whether a receiver (as `_receiver` reads it) is named like class `cls`: `atom` for Atom, or for IAtom
-    (TypeScript's interface prefix)."""
-    lowered = cls.lower()
-    return bool(receiver) and (receiver == lowered or (cls[:2].isupper() and cls[0] == "I" and receiver == lowered[1:]))
-
-
-def _resolved_import(index: Indexed, queries: str, imp: ImportRow, memo: dict[tuple[str, str], list[str]]) -> list[str]:
-    """The files an import names. A JS/TS module spelling means the same from every file of a folder (and a
-    project's files import their barrel alike), so those are resolved once per (folder, spelling) in `memo`."""
-    if queries not in ("javascript", "typescript"):
-        return module_files(index, imp.path, queries, imp.module, imp.name)
-    key = (posixpath.dirname(imp.path), imp.module)
-    if key not in memo:
-        memo[key] = module_files(index, imp.path, queries, imp.module)
-    return memo[key]
-
-
-def _provides(tree: pygit2.Tree, queries: str, module: str) -> bool:
-    """Whether a repository's tree provides `module` (a Go module path, a Python top-level package, an npm name)."""
-
-    def blob(path: str) -> bytes | None:
-        try:
-            obj = tree[path]
-        except KeyError:
-            return None
-        return obj.data if isinstance(obj, pygit2.Blob) else None
-
-    if queries == "go":
-        data = blob("go.mod")
-        if data is None:
-            return False
-        for line in data.decode("utf-8", "replace").splitlines():
-            words = line.split()
-            if len(words) >= 2 and words[0] == "module":
-                path = words[1].strip('"')
-                return module == path or module.startswith(path + "/")
-        return False
-    if queries == "python":
-        top = module.split(".", maxsplit=1)[0]
-        candidates = (f"{top}/__init__.py", f"{top}.py", f"src/{top}/__init__.py", f"src/{top}.py")
-        return any(blob(c) is not None for c in candidates)
-    return False
 
 
 def index_revision(runtime: Runtime, repo: Repo, commit: str) -> None:

@@ -1,5 +1,6 @@
-"""The symbol index build (codenav/store.py): from the search shard or from git, the same tables; the compact
-occurrences format (no row where a name occurs only as its definitions) reads back every occurrence."""
+"""The symbol index build (codenav/builder.py; codenav/store.py reads it): from the search shard or from git, the
+same tables; the compact occurrences format (no row where a name occurs only as its definitions) reads back every
+occurrence."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from codewell.codenav import native, store
+from codewell.codenav import builder, native
+from codewell.codenav.builder import build_index
 from codewell.codenav.extract import extract
 from codewell.codenav.service import CodeNavService
-from codewell.codenav.store import FORMAT, build_index, open_index
+from codewell.codenav.store import FORMAT, open_index
 from codewell.runtime import Runtime
 from codewell.search.service import SearchService
 from tests.gitfixtures import make_repo, register_local_repo
@@ -63,14 +65,14 @@ def test_index_from_the_shard_equals_the_index_from_git(
     assert files is not None
 
     read_from_git: list[str] = []
-    blob_data = store._blob_data
+    blob_data = builder._blob_data
 
     def counted(git: pygit2.Repository, oid: pygit2.Oid) -> bytes:
         data = blob_data(git, oid)
         read_from_git.append(data[:21].decode())
         return data
 
-    monkeypatch.setattr(store, "_blob_data", counted)
+    monkeypatch.setattr(builder, "_blob_data", counted)
     from_shard = build_index(tmp_path / "shard.sqlite", repo.mirror_path, head, {"repo": "r"}, None, files)
     # Only the file the shard has no bytes of and codenav parses came from git.
     assert read_from_git == ["int late_nul_counter;"]
@@ -172,7 +174,7 @@ def test_a_build_that_fails_leaves_no_file(tmp_path: Path, monkeypatch: pytest.M
             raise RuntimeError("extraction failed")
         return extract(path, data, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr("codewell.codenav.store.extract", failing)
+    monkeypatch.setattr("codewell.codenav.builder.extract", failing)
     with pytest.raises(RuntimeError, match="extraction failed"):
         build_index(tmp_path / "out" / "index.sqlite", work, head, {"repo": "r"}, None)
     assert list((tmp_path / "out").iterdir()) == []

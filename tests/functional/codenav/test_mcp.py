@@ -33,7 +33,7 @@ def rpc(client: TestClient, token: str, path: str, method: str, params: dict[str
 
 
 def call(client: TestClient, token: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    return rpc(client, token, "/.api/mcp/all", "tools/call", {"name": name, "arguments": arguments})["result"]
+    return dict(rpc(client, token, "/.api/mcp/all", "tools/call", {"name": name, "arguments": arguments})["result"])
 
 
 def text_of(result: dict[str, Any]) -> str:

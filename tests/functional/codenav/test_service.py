@@ -217,9 +217,15 @@ def test_python_members_and_module_names(runtime: Runtime, tmp_path: Path) -> No
         found = nav.find_references(INTERNAL, "acme/shop", "shop/cart.py", symbol, limit=100)
         return [(f.path, line, column) for f in found.files for line, column, _ in f.lines]
 
-    # Cart.total: self.total() in Cart and its subclass and Cart.total; not Invoice's own self.total() nor
-    # Invoice.total, and not `thing.total()` on an object of unknown type (another class defines total too).
-    assert refs("Cart.total") == [("shop/cart.py", 6, 21), ("shop/cart.py", 19, 21), ("shop/cart.py", 19, 36)]
+    # Cart.total: self.total() in Cart and its subclass, Cart.total, and `Cart().total()` on an instance just built;
+    # not Invoice's own self.total() nor Invoice.total, and not `thing.total()` on an object of unknown type
+    # (another class defines total too).
+    assert refs("Cart.total") == [
+        ("shop/cart.py", 6, 21),
+        ("shop/cart.py", 19, 21),
+        ("shop/cart.py", 19, 36),
+        ("shop/use.py", 8, 77),
+    ]
     # The module function: reached through the module's names only (`shop.cart.total`, `c.total`), never as a
     # member of some object, and the importer's local `total` is not it.
     assert refs("total") == [("shop/use.py", 8, 38), ("shop/use.py", 8, 55)]
@@ -238,8 +244,8 @@ def test_python_builtin_member_names_count_only_through_self(runtime: Runtime, t
     }
     register_local_repo(runtime, make_repo(tmp_path / "store", files), "acme/store")
     found = runtime.get(CodeNavService).find_references(INTERNAL, "acme/store", "store.py", "Store.items")
-    # `d.items()` is most likely a dict's; only the class's own `self.items()` is certain.
-    assert [(f.path, [line for line, _, _ in f.lines]) for f in found.files] == [("store.py", [6])]
+    # `d.items()` is most likely a dict's; the class's own `self.items()` is certain, and so is `Store().items()`.
+    assert [(f.path, [line for line, _, _ in f.lines]) for f in found.files] == [("store.py", [6]), ("use.py", [5])]
 
 
 def test_c_include_resolved_by_file_name(runtime: Runtime, tmp_path: Path) -> None:

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from codewell.codenav import native, store
+from codewell.codenav import builder, native
+from codewell.codenav.builder import build_index
 from codewell.codenav.extract import FileSymbols, Symbol, extract
 from codewell.codenav.imports import Import
-from codewell.codenav.store import build_index, open_index
+from codewell.codenav.store import open_index
 from tests.unit.codenav.fixtures import SOURCES
 
 # Kernel-style C: annotations, macros (one-line, function-like, continued), K&R, function pointers, #if/#else
@@ -292,8 +293,8 @@ def test_index_built_natively_answers_like_the_tree_sitter_one(tmp_path: Path, m
             "README": "not code\n",
         },
     )
-    monkeypatch.setattr(store, "_POOL_MIN_BYTES", 0)
-    monkeypatch.setattr(store, "_BATCH_BYTES", 1)  # one file per batch
+    monkeypatch.setattr(builder, "_POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(builder, "_BATCH_BYTES", 1)  # one file per batch
     with ThreadPoolExecutor(2) as pool:
         stats = build_index(tmp_path / "fast.sqlite", repo, commit, {"repo": "r"}, pool)  # type: ignore[arg-type]
     assert (stats.files, stats.parsed) == (4, 3)

@@ -13,7 +13,8 @@ import pytest
 
 from codewell.codenav.extract import extract
 from codewell.codenav.imports import parse_imports
-from codewell.codenav.service import CodeNavService, _names_class, _receiver
+from codewell.codenav.navigation import names_class, receiver_name
+from codewell.codenav.service import CodeNavService
 from codewell.core.actors import INTERNAL
 from codewell.runtime import Runtime
 from tests.gitfixtures import make_repo, register_local_repo
@@ -260,9 +261,77 @@ def test_import_names_and_long_export_lists() -> None:
 
 
 def test_receivers_named_like_classes_and_interfaces() -> None:
-    assert _names_class(_receiver("atom"), "Atom")
-    assert _names_class(_receiver("this.block_"[5:]), "Block")
-    assert _names_class(_receiver("derivation"), "IDerivation")  # TypeScript's interface prefix
-    assert not _names_class(_receiver("deal"), "Ideal")  # `Ideal` is no interface prefix
-    assert not _names_class(_receiver("node"), "Atom")
-    assert not _names_class(_receiver("_"), "I")
+    assert names_class(receiver_name("atom"), "Atom")
+    assert names_class(receiver_name("this.block_"[5:]), "Block")
+    assert names_class(receiver_name("derivation"), "IDerivation")  # TypeScript's interface prefix
+    assert not names_class(receiver_name("deal"), "Ideal")  # `Ideal` is no interface prefix
+    assert not names_class(receiver_name("node"), "Atom")
+    assert not names_class(receiver_name("_"), "I")
+
+
+def test_super_this_and_declarations_above(runtime: Runtime, tmp_path: Path) -> None:
+    files = {
+        "src/base.js": "export class Base {\n  destroy() {}\n}\n",
+        "src/dev.js": (
+            "import { Base } from './base.js';\n"  # 1
+            "\n"
+            "export class Dev extends Base {\n"
+            "  destroy() {\n"
+            "    super.destroy();\n"  # 5
+            "  }\n"
+            "  check() {\n"
+            "    return this.destroy();\n"
+            "  }\n"
+            "}\n"  # 10
+            "\n"
+            "export function helper() {\n"
+            "  const destroy = () => 1;\n"
+            "  return destroy();\n"
+            "}\n"  # 15
+        ),
+        "src/types.d.ts": "export interface Node {\n  start: number;\n}\n",
+        "src/parse/state/tag.js": "export function tag() {\n  return { start: 1 };\n}\n",
+        "lib/other/anim.js": "export function start() {}\n",
+    }
+    register_local_repo(runtime, make_repo(tmp_path / "dev", files), "acme/dev")
+    nav = runtime.get(CodeNavService)
+
+    def top(path: str, symbol: str) -> tuple[str, int]:
+        found = nav.go_to_definition(INTERNAL, "acme/dev", path, symbol).candidates[0]
+        return found.path, found.line
+
+    # `super.x` is the base class's member, not the override; `this.x` the class's member, not a function that
+    # another function of the file declares (later in the file).
+    assert top("src/dev.js", "super.destroy") == ("src/base.js", 2)
+    assert top("src/dev.js", "this.destroy") == ("src/dev.js", 4)
+    # Matched by name only: the declaration file of a folder above the file (one program with its JavaScript),
+    # before a function of the same name in an unrelated folder.
+    assert top("src/parse/state/tag.js", "start") == ("src/types.d.ts", 2)
+
+
+def test_this_member_of_a_base_class_reached_through_imports(runtime: Runtime, tmp_path: Path) -> None:
+    files = {
+        "src/attr.js": (
+            "export class BaseAttr {\n"  # 1
+            "  /** @type {number} */\n"
+            "  node;\n"
+            "}\n"
+            "\n"  # 5
+            "export default class Attr extends BaseAttr {}\n"
+        ),
+        "src/style.js": (
+            "import Attr from './attr.js';\n"  # 1
+            "\n"
+            "export default class StyleAttr extends Attr {\n"
+            "  render() {\n"
+            "    return this.node;\n"  # 5
+            "  }\n"
+            "}\n"
+        ),
+        "src/other.js": "export class Other {\n  node;\n  run() {\n    return this.node;\n  }\n}\n",
+    }
+    register_local_repo(runtime, make_repo(tmp_path / "attrs", files), "acme/attrs")
+    found = runtime.get(CodeNavService).find_references(INTERNAL, "acme/attrs", "src/attr.js", "BaseAttr.node")
+    # Two classes define `node`, so `this.node` counts where the enclosing class extends BaseAttr: StyleAttr does,
+    # through Attr (a default import, then a class of that file); Other does not.
+    assert [(f.path, [line for line, _, _ in f.lines]) for f in found.files] == [("src/style.js", [5])]

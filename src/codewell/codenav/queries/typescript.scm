@@ -34,3 +34,7 @@
 (export_statement source: (string)) @import
 (lexical_declaration (variable_declarator value: (call_expression function: (identifier) @_req arguments: (arguments (string))))
   (#eq? @_req "require")) @import
+(lexical_declaration (variable_declarator value: (member_expression object: (call_expression function: (identifier) @_req arguments: (arguments (string)))))
+  (#eq? @_req "require")) @import
+(variable_declaration (variable_declarator value: (member_expression object: (call_expression function: (identifier) @_req arguments: (arguments (string)))))
+  (#eq? @_req "require")) @import
