@@ -65,6 +65,24 @@ SMOKES: dict[str, Smoke] = {
     "search_bench.py": Smoke(
         ("--repo", "{corpus}/linux", "--shard", "{tmp}/shard", "--rebuild", "--runs", "1"), "mutex_lock"
     ),
+    # 20 s of 4 clients over 2 repositories, the kill included; a 3 s warm-up is too short for an RSS verdict.
+    "soak_bench.py": Smoke(
+        (
+            "--seconds",
+            "20",
+            "--clients",
+            "4",
+            "--repos",
+            "2",
+            "--warmup",
+            "3",
+            "--rss-limit",
+            "2",
+            "--out",
+            "{tmp}/s.json",
+        ),
+        "calls/s",
+    ),
     "agents_bench.py": Smoke(("--only", "attrs-evolve"), "top-1"),
     "cluster_bench.py": Smoke(
         (

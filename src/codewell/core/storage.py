@@ -44,19 +44,69 @@ _CAUSES = {
 
 def unwritable_flag(path: Path) -> bool:
     """Whether `path` carries the immutable or append-only attribute (False when it does not exist, or on a
-    file system without attributes). One open, one ioctl, one close: cheap enough for every connection use."""
+    file system without attributes). One open, one ioctl, one close: never for a file this process holds POSIX
+    locks on (closing a descriptor drops them all; `FlagProbe` keeps one open instead)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError:
         return False
     try:
+        return _flags_unwritable(fd)
+    finally:
+        os.close(fd)
+
+
+def _flags_unwritable(fd: int) -> bool:
+    try:
         raw = fcntl.ioctl(fd, FS_IOC_GETFLAGS, b"\0" * 8)
     except OSError:  # ENOTTY: the file system keeps no such flags
         return False
-    finally:
-        os.close(fd)
     (flags,) = struct.unpack("i", raw[:4])
     return bool(flags & _UNWRITABLE_FLAGS)
+
+
+class FlagProbe:
+    """`unwritable_flag` of one file that other code in this process holds POSIX locks on (SQLite's `-shm`),
+    through a descriptor kept open.
+
+    Closing any descriptor of a file drops every fcntl lock the process holds on that file: a probe that opened
+    and closed `codewell.db-shm` on each connection use released SQLite's own locks on it, and under load another
+    process then wrote the WAL index under this one (`database disk image is malformed`) or truncated its mapping
+    (SIGBUS). So the descriptor stays open; `os.stat` (which opens nothing) tells when the path names another file
+    (SQLite recreates `-shm` once every connection to it has closed), and only then is a new one opened and the
+    old one closed: no lock of SQLite's is on the old file any more.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._file: tuple[int, int] | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> bool:
+        try:
+            st = os.stat(self.path, follow_symlinks=False)
+        except OSError:
+            return False
+        file = (st.st_dev, st.st_ino)
+        with self._lock:
+            if file != self._file:
+                try:
+                    fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
+                except OSError:
+                    return False
+                if self._fd is not None:
+                    os.close(self._fd)
+                self._fd, self._file = fd, file
+            assert self._fd is not None
+            return _flags_unwritable(self._fd)
+
+    def close(self) -> None:
+        """Once no connection of this process uses the file (its locks are gone with them)."""
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+            self._fd = self._file = None
 
 
 def storage_error(exc: OSError, data_dir: Path | None = None) -> StorageUnavailable | None:

@@ -35,7 +35,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 import codewell
 from codewell.core.errors import StorageUnavailable, Unavailable
-from codewell.core.storage import CachedProbe, report, unwritable_flag
+from codewell.core.storage import CachedProbe, FlagProbe, report
 from codewell.db.base import Base, utcnow
 from codewell.db.models import InstanceMeta
 
@@ -176,13 +176,14 @@ class Database:
             event.listen(self.engine, "checkout", self._ping_if_idle)
         # SQLite maps the WAL index `<db>-shm` into memory, shared, and writes to it even to read; once that
         # file is immutable (chattr +i) the kernel answers such a write with SIGBUS and the process dies with
-        # nothing in its log. Every use of a connection therefore checks the flag first (open+ioctl: 5-10 us).
+        # nothing in its log. Every use of a connection therefore checks the flag first (stat+ioctl through a
+        # descriptor kept open: closing one would drop SQLite's own locks on the file, see `FlagProbe`).
         # An immutable database or WAL file needs no such care: writes to them fail with an error.
         database = make_url(self.url).database if self.is_sqlite else None
-        self._files: tuple[Path, ...] = ()
+        self._files: tuple[FlagProbe, ...] = ()
         if database and database != ":memory:" and not database.startswith("file:"):
             path = Path(database).absolute()
-            self._files = (path.with_name(path.name + "-shm"),)
+            self._files = (FlagProbe(path.with_name(path.name + "-shm")),)
         # Connections the pool wanted to close while their files were immutable (see `_close`).
         self._held: list[Any] = []
         self._held_lock = threading.Lock()
@@ -210,7 +211,7 @@ class Database:
         record.info[_LAST_USED] = time.monotonic()
 
     def _immutable_file(self) -> Path | None:
-        return next((path for path in self._files if unwritable_flag(path)), None)
+        return next((probe.path for probe in self._files if probe()), None)
 
     def _guard_files(self) -> None:
         path = self._immutable_file()
@@ -388,3 +389,7 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+        checked_out = getattr(self.engine.pool, "checkedout", lambda: 0)()
+        if checked_out == 0:  # every connection closed, their locks with them; else one descriptor stays open
+            for probe in self._files:
+                probe.close()

@@ -6,7 +6,8 @@ they end with the server: SIGTERM on a graceful stop (they get CHILD_GRACE_SECON
 are killed), and the kernel's parent-death signal (`PR_SET_PDEATHSIG`, also SIGTERM) if the server is killed
 outright; a server that died before the child asked for that signal is noticed by the child itself
 (`codewell worker` watches the process named in CODEWELL_WORKER_OF). A child that dies is started again after a
-pause.
+pause, and the jobs it was running are released at once (their leases would hold them, and their repository's
+next jobs, for 10 minutes or more).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import functools
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -22,6 +24,7 @@ import time
 from typing import TYPE_CHECKING
 
 from codewell.core.processes import set_parent_death_signal
+from codewell.jobs.service import JobService
 
 if TYPE_CHECKING:
     from codewell.runtime import Runtime
@@ -99,7 +102,18 @@ class WorkerChildren:
                     log.warning(
                         "job worker process %s exited with %s; starting another", process.pid, process.returncode
                     )
+                    self._release(process.pid)
                     self.processes[index] = self._spawn()
+
+    def _release(self, pid: int) -> None:
+        """The jobs a dead child was running: claimable now, not when their leases run out."""
+        try:
+            released = self.runtime.get(JobService).release_process(socket.gethostname(), pid)
+        except Exception:  # the database may be down: the leases then run out as before
+            log.exception("releasing the jobs of job worker process %s failed", pid)
+            return
+        if released:
+            log.warning("released %s jobs of job worker process %s", released, pid)
 
     def terminate(self) -> None:
         """SIGTERM every child (they let their running jobs finish meanwhile) and start no other; `stop` waits.

@@ -565,6 +565,19 @@ class JobService:
             if job.id in cancelled:
                 job.cancel_flag.set()
 
+    def release_process(self, host: str, pid: int) -> int:
+        """End the leases of a process known to be dead (a worker child its server saw exit after `kill -9`):
+        its running jobs are taken over at the next claim instead of when their leases run out (10 minutes and
+        more, the repository's other jobs held back meanwhile). Returns how many were released."""
+        prefix = f"{host[:40]}:{pid}:"  # runner.new_owner's host:pid:role:suffix
+        with self.db.engine.begin() as connection:
+            released = connection.execute(
+                update(_JOBS)
+                .where(_JOBS.c.state == RUNNING, _JOBS.c.lease_owner.startswith(prefix, autoescape=True))
+                .values(lease_until=utcnow() - timedelta(seconds=1))
+            )
+        return int(released.rowcount or 0)
+
     def set_progress(self, job: Claimed, done: int, total: int | None, message: str) -> None:
         with self.db.session() as session:
             session.execute(
