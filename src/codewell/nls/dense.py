@@ -14,8 +14,10 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import ClassVar, Generic, TypeVar
 
 import numpy as np
 import pygit2
@@ -72,38 +74,79 @@ def fuse_ranks(lexical: np.ndarray, dense: np.ndarray, candidates: int = CANDIDA
     return fused
 
 
-class DenseRanker:
-    """Builds and reads the chunk vectors of nls indexes; holds the encoder, loaded at first use."""
+_Encoder = TypeVar("_Encoder")
 
-    def __init__(self, encoder_factory: Callable[[], Encoder] = Encoder.load) -> None:
+
+class _VectorRanker(Generic[_Encoder]):
+    """What both rankers share: an encoder loaded at first use, one vectors file (`VECTORS_FILE`) per index
+    folder, and at most one build of it at a time."""
+
+    VECTORS_FILE: ClassVar[str]
+
+    def __init__(self, encoder_factory: Callable[[], _Encoder]) -> None:
         self._encoder_factory = encoder_factory
-        self._encoder: Encoder | None = None
+        self._encoder: _Encoder | None = None
         self._guard = threading.Lock()
         self._building: set[Path] = set()
 
-    def encoder(self) -> Encoder:
-        """The encoder (loaded once, ~0.5 s); Unavailable when the model package is not installed."""
+    def encoder(self) -> _Encoder:
+        """The encoder (loaded once, under a second); Unavailable when the model package is not installed."""
         with self._guard:
             if self._encoder is None:
                 self._encoder = self._encoder_factory()
             return self._encoder
 
-    @staticmethod
-    def has_vectors(folder: Path) -> bool:
-        return (folder / VECTORS).is_file()
+    @classmethod
+    def has_vectors(cls, folder: Path) -> bool:
+        return (folder / cls.VECTORS_FILE).is_file()
+
+    @contextmanager
+    def _build(self, folder: Path) -> Iterator[NlsIndex | None]:
+        """The chunk index in `folder` to embed, or None when there is nothing to do: no index, its vectors
+        already written, or another thread writing them now."""
+        index = load(folder)
+        if index is None or self.has_vectors(folder):
+            yield None
+            return
+        with self._guard:
+            if folder in self._building:
+                claimed = False
+            else:
+                self._building.add(folder)
+                claimed = True
+        if not claimed:
+            yield None
+            return
+        try:
+            yield index
+        finally:
+            with self._guard:
+                self._building.discard(folder)
+
+
+def _block_cosines(vectors: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """`vectors @ query` a block at a time (float16 rows of a memory map, read as float32 block by block)."""
+    out = np.empty(len(vectors), dtype=np.float32)
+    for start in range(0, len(vectors), _BLOCK):
+        out[start : start + _BLOCK] = np.asarray(vectors[start : start + _BLOCK], dtype=np.float32) @ query
+    return out
+
+
+class DenseRanker(_VectorRanker[Encoder]):
+    """Builds and reads the chunk vectors of nls indexes; holds the encoder, loaded at first use."""
+
+    VECTORS_FILE = VECTORS
+
+    def __init__(self, encoder_factory: Callable[[], Encoder] = Encoder.load) -> None:
+        super().__init__(encoder_factory)
 
     def embed(self, folder: Path, mirror_path: Path, progress: Callable[[int, int], None] | None = None) -> int:
         """Write the vectors of the chunk index in `folder` unless they exist (or it does not); the number of
         chunks embedded. The chunks' text comes from the index's stored texts, or for an index of format 2 from
         the blobs of the mirror at `mirror_path`."""
-        index = load(folder)
-        if index is None or self.has_vectors(folder):
-            return 0
-        with self._guard:
-            if folder in self._building:
+        with self._build(folder) as index:
+            if index is None:
                 return 0
-            self._building.add(folder)
-        try:
             encoder = self.encoder()
             mirror = pygit2.Repository(str(mirror_path))
             tmp = folder / (VECTORS + ".tmp")
@@ -135,9 +178,6 @@ class DenseRanker:
             del vectors
             tmp.rename(folder / VECTORS)
             return len(index)
-        finally:
-            with self._guard:
-                self._building.discard(folder)
 
     @staticmethod
     def _read(mirror: pygit2.Repository, blob: str) -> bytes:
@@ -153,11 +193,7 @@ class DenseRanker:
         vectors = np.load(folder / VECTORS, mmap_mode="r")
         if vectors.shape != (len(index), DIMENSIONS):  # vectors of an older index of the same folder
             return None
-        query = self.encoder().encode([question])[0]
-        out = np.empty(len(vectors), dtype=np.float32)
-        for start in range(0, len(vectors), _BLOCK):
-            out[start : start + _BLOCK] = np.asarray(vectors[start : start + _BLOCK], dtype=np.float32) @ query
-        return out
+        return _block_cosines(vectors, self.encoder().encode([question])[0])
 
     def fuse(
         self, folder: Path, index: NlsIndex, question: str, scores: np.ndarray, file: re.Pattern[str] | None
@@ -188,41 +224,24 @@ def _term_text(term: str) -> str:
     return term.replace("_", " ").strip() or term
 
 
-class StaticRanker:
+class StaticRanker(_VectorRanker[StaticEncoder]):
     """Hybrid ranking with static embeddings (nls/static.py): chunk vectors built from the BM25 matrix's terms, a
     question embedded from its own terms; same interface as DenseRanker (the service holds one or the other)."""
 
+    VECTORS_FILE = STATIC_VECTORS
+
     def __init__(self, encoder_factory: Callable[[], StaticEncoder] = StaticEncoder.load) -> None:
-        self._encoder_factory = encoder_factory
-        self._encoder: StaticEncoder | None = None
+        super().__init__(encoder_factory)
         self.weight = STATIC_WEIGHT
         self.candidates = STATIC_CANDIDATES
         self.compounds = True
-        self._guard = threading.Lock()
-        self._building: set[Path] = set()
-
-    def encoder(self) -> StaticEncoder:
-        """The encoder (loaded once, ~0.3 s); Unavailable when the model package is not installed."""
-        with self._guard:
-            if self._encoder is None:
-                self._encoder = self._encoder_factory()
-            return self._encoder
-
-    @staticmethod
-    def has_vectors(folder: Path) -> bool:
-        return (folder / STATIC_VECTORS).is_file()
 
     def embed(self, folder: Path, mirror_path: Path, progress: Callable[[int, int], None] | None = None) -> int:
         """Write the vectors of the chunk index in `folder` unless they exist (or it does not); the number of
         chunks embedded. Reads the index's BM25 matrix only (`mirror_path` is not needed: DenseRanker's shape)."""
-        index = load(folder)
-        if index is None or self.has_vectors(folder):
-            return 0
-        with self._guard:
-            if folder in self._building:
+        with self._build(folder) as index:
+            if index is None:
                 return 0
-            self._building.add(folder)
-        try:
             encoder = self.encoder()
             started = time.perf_counter()
             matrix = index.model.scores
@@ -248,9 +267,6 @@ class StaticRanker:
                 extra={"chunks": len(index), "terms": len(words), "seconds": round(time.perf_counter() - started, 1)},
             )
             return len(index)
-        finally:
-            with self._guard:
-                self._building.discard(folder)
 
     def question_vector(self, question: str) -> np.ndarray | None:
         """The question's vector: the mean of its index terms' vectors (the chunks' vectors are made of the same
@@ -276,12 +292,7 @@ class StaticRanker:
         if vectors is None:
             return None
         query = self.question_vector(question)
-        if query is None:
-            return None
-        out = np.empty(len(vectors), dtype=np.float32)
-        for start in range(0, len(vectors), _BLOCK):
-            out[start : start + _BLOCK] = np.asarray(vectors[start : start + _BLOCK], dtype=np.float32) @ query
-        return out
+        return None if query is None else _block_cosines(vectors, query)
 
     def fuse(
         self, folder: Path, index: NlsIndex, question: str, scores: np.ndarray, file: re.Pattern[str] | None
