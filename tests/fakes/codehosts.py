@@ -139,6 +139,7 @@ class FakeCodeHost:
         self.refresh_tokens: dict[str, str] = {}
         self.not_modified = 0
         self.git_requests: list[str] = []  # Authorization headers of git requests
+        self.token_scopes: dict[str, str] = {}  # token -> GitHub's X-OAuth-Scopes of a classic token
         self._server = LoopbackServer(self.app())
         self.url = self._server.url + "/"
 
@@ -560,10 +561,13 @@ class FakeCodeHost:
         return Response(payload, status_code=status, headers=headers)
 
     # -- GitHub -------------------------------------------------------------------------------------------
-    @staticmethod
-    def gh_user(request: Request, user: HostUser) -> Response:
+    def gh_user(self, request: Request, user: HostUser) -> Response:
         primary = user.emails[0][0] if user.emails else None
-        return JSONResponse({"id": user.id, "login": user.login, "name": user.name, "email": primary})
+        response = JSONResponse({"id": user.id, "login": user.login, "name": user.name, "email": primary})
+        scopes = self.token_scopes.get(self._token(request))
+        if scopes is not None:  # classic tokens say their scopes; fine-grained ones send no such header
+            response.headers["X-OAuth-Scopes"] = scopes
+        return response
 
     @staticmethod
     def gh_emails(request: Request, user: HostUser) -> Response:

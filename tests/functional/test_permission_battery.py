@@ -318,6 +318,7 @@ ROWS: list[Row] = [
     # -- code host connections (none configured here: an admin's sync of an unknown one is a 404) -----------
     Row("GET", "/.api/codehosts", ADMIN),
     Row("POST", "/.api/codehosts/{connection_id}/sync", "401 403 403 403 404", fixed(connection_id="nope")),
+    Row("POST", "/.api/codehosts/{connection_id}/test", "401 403 403 403 404", fixed(connection_id="nope")),
     Row("POST", "/.api/codehosts/repos/{name}/sync", "401 403 403 403 404", fixed(name="acme/app")),
     Row("GET", "/.api/codehosts/users/{user_id}", "401 ok 403 403 ok", alice_id),
     Row("POST", "/.api/codehosts/users/{user_id}/sync", "401 ok 403 403 ok", alice_id),
@@ -325,6 +326,9 @@ ROWS: list[Row] = [
     Row("GET", "/site-admin/jobs", ADMIN),
     Row("POST", "/site-admin/jobs/{job_id}/{action}", "401 403 403 403 404", fixed(job_id="999999", action="cancel")),
     Row("POST", "/site-admin/code-hosts/{connection_id}/sync", "401 403 403 403 404", fixed(connection_id="nope")),
+    Row("POST", "/site-admin/code-hosts/{connection_id}/test", "401 403 403 403 404", fixed(connection_id="nope")),
+    # An empty form: the admin is told what is missing (400), nothing is added.
+    Row("POST", "/site-admin/code-hosts", "401 403 403 403 400", form={}),
     Row("GET", "/settings/code-hosts", SIGNED_IN),
     Row("POST", "/settings/code-hosts/sync", SIGNED_IN),
     Row("GET", "/site-admin/license", ADMIN),

@@ -1,6 +1,6 @@
-"""Pages of codehosts (thin: the service decides): `/site-admin/code-hosts` (every connection's status with a
-"Sync now" button, site admins) and `/settings/code-hosts` (the signed-in user's own permission sync status
-with "Sync now").
+"""Pages of codehosts (thin: the services decide): `/site-admin/code-hosts` (every connection's status with "Test"
+and "Sync now" buttons, and a form that adds a connection, site admins) and `/settings/code-hosts` (the signed-in
+user's own permission sync status with "Sync now").
 
 After a POST the page redirects back with `?done=<code>` (and the connection ID): the notice is one of the fixed
 texts below, never text taken from the URL.
@@ -11,26 +11,31 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from codewell.authz import Action, UserRef, ensure
+from codewell.codehosts.connections import KIND_LABELS, ConnectionService, NewConnection, Probe
 from codewell.codehosts.service import CodeHostService
 from codewell.core.actors import Actor
-from codewell.core.errors import Unauthenticated
+from codewell.core.errors import InvalidInput, Unauthenticated
 from codewell.http.csrf import verify_form
 from codewell.http.guards import require, require_actor
-from codewell.http.requests import runtime_of
+from codewell.http.requests import form_text, runtime_of
 from codewell.http.templates import render
 from codewell.runtime import Runtime
 
 ADMIN_PATH = "/site-admin/code-hosts"
 USER_PATH = "/settings/code-hosts"
 ADMIN_NOTICES = {
+    "created": "Added {label}: its repositories are discovered within a few seconds. Test shows what its token can do.",
     "synced": "Synced {label}: its status below is the result.",
     "failed": "The sync of {label} failed: its error is below.",
 }
+# The fields the add form gives back after a mistake: never the token.
+FORM_FIELDS = ("id", "kind", "url", "displayName", "tokenEnv", "username", "scopes", "repos", "authorization")
 USER_NOTICES = {"synced": "Your repository permissions were synced: the status below is the result."}
 
 
@@ -43,13 +48,81 @@ def _service(request: Request) -> CodeHostService:
 
 async def admin_page(request: Request) -> Response:
     actor = require(request, Action.REPOS_MANAGE)
-    statuses = await run_in_threadpool(_service(request).status, actor)
     notice = ""
     template = ADMIN_NOTICES.get(request.query_params.get("done", ""))
+    statuses = await run_in_threadpool(_service(request).status, actor)
     shown = next((s for s in statuses if s.id == request.query_params.get("id")), None)
     if template is not None and shown is not None:
         notice = template.format(label=shown.label)
-    return render(request, "codehosts/admin_codehosts.html", connections=statuses, notice=notice, error="")
+    return await _render_admin(request, actor, notice=notice)
+
+
+async def _render_admin(
+    request: Request,
+    actor: Actor,
+    *,
+    notice: str = "",
+    error: str = "",
+    form: dict[str, str] | None = None,
+    probe: Probe | None = None,
+    status_code: int = 200,
+) -> Response:
+    statuses = await run_in_threadpool(_service(request).status, actor)
+    return render(
+        request,
+        "codehosts/admin_codehosts.html",
+        status_code=status_code,
+        connections=statuses,
+        notice=notice,
+        error=error,
+        form={**dict.fromkeys(FORM_FIELDS, ""), "kind": "github", **(form or {})},
+        kinds=KIND_LABELS,
+        probe=probe,
+    )
+
+
+def _new_connection(form: FormData) -> NewConnection:
+    def lines(name: str) -> tuple[str, ...]:
+        return tuple(v.strip() for v in form_text(form, name).replace(",", "\n").splitlines() if v.strip())
+
+    return NewConnection(
+        id=form_text(form, "id").strip(),
+        kind=form_text(form, "kind").strip(),
+        url=form_text(form, "url").strip(),
+        display_name=form_text(form, "displayName").strip(),
+        token=form_text(form, "token").strip(),
+        token_env=form_text(form, "tokenEnv").strip(),
+        username=form_text(form, "username").strip(),
+        scopes=lines("scopes"),
+        repos=lines("repos"),
+        authorization=form_text(form, "authorization") == "on",
+    )
+
+
+async def admin_create(request: Request) -> Response:
+    """`POST /site-admin/code-hosts`: add a connection; a mistake re-renders the form (the token is never sent
+    back) with the error at its field."""
+    actor = require(request, Action.SITE_ADMIN)
+    form = await request.form()
+    verify_form(request, form)
+    new = _new_connection(form)
+    connections = runtime_of(request).get(ConnectionService)
+    try:
+        created = await run_in_threadpool(connections.add, actor, new)
+    except InvalidInput as exc:
+        kept = {k: form_text(form, k) for k in FORM_FIELDS}
+        error = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+        return await _render_admin(request, actor, error=error, form=kept, status_code=exc.http_status)
+    return RedirectResponse(f"{ADMIN_PATH}?{urlencode({'done': 'created', 'id': created.id})}", status_code=303)
+
+
+async def admin_test(request: Request) -> Response:
+    """`POST /site-admin/code-hosts/{id}/test`: probe the connection and show each check on the page."""
+    actor = require(request, Action.REPOS_MANAGE)
+    verify_form(request, await request.form())
+    connections = runtime_of(request).get(ConnectionService)
+    probe = await run_in_threadpool(connections.test, actor, request.path_params["connection_id"])
+    return await _render_admin(request, actor, probe=probe)
 
 
 async def admin_sync(request: Request) -> Response:
@@ -91,6 +164,8 @@ async def user_sync(request: Request) -> Response:
 def pages(runtime: Runtime) -> list[BaseRoute]:
     return [
         Route(ADMIN_PATH, admin_page, methods=["GET"]),
+        Route(ADMIN_PATH, admin_create, methods=["POST"]),
+        Route(ADMIN_PATH + "/{connection_id}/test", admin_test, methods=["POST"]),
         Route(ADMIN_PATH + "/{connection_id}/sync", admin_sync, methods=["POST"]),
         Route(USER_PATH, user_page, methods=["GET"]),
         Route(USER_PATH + "/sync", user_sync, methods=["POST"]),

@@ -1,6 +1,7 @@
 """REST of codehosts (thin): connection status and "sync now" for site admins; each user's own status.
 
 `GET /.api/codehosts` (status of every connection), `POST /.api/codehosts/{id}/sync`,
+`POST /.api/codehosts/{id}/test` (a probe that changes nothing: token, identity, scopes, repositories visible),
 `POST /.api/codehosts/repos/{name}/sync` (one repository's permissions),
 `GET /.api/codehosts/users/{user_id}` and `POST /.api/codehosts/users/{user_id}/sync` (the user or an admin).
 
@@ -18,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
+from codewell.codehosts.connections import ConnectionService
 from codewell.codehosts.metrics import WEBHOOKS
 from codewell.codehosts.service import CodeHostService
 from codewell.codehosts.webhooks import HOSTS, MAX_BODY_BYTES, WEBHOOKS_PREFIX, Delivery, Event, too_large
@@ -46,6 +48,12 @@ async def sync_connection(request: Request) -> JSONResponse:
     service, actor = _service(request), actor_of(request)
     report = await asyncio.to_thread(service.sync_connection, actor, request.path_params["connection_id"])
     return JSONResponse(report.as_json())
+
+
+async def test_connection(request: Request) -> JSONResponse:
+    connections, actor = runtime_of(request).get(ConnectionService), actor_of(request)
+    probe = await asyncio.to_thread(connections.test, actor, request.path_params["connection_id"])
+    return JSONResponse(probe.as_json(), headers={"cache-control": "no-store"})
 
 
 async def sync_repo(request: Request) -> JSONResponse:
@@ -101,4 +109,5 @@ def routes(runtime: Runtime) -> list[BaseRoute]:
         Route("/.api/codehosts/users/{user_id}/sync", sync_user, methods=["POST"]),
         Route("/.api/codehosts/repos/{name:path}/sync", sync_repo, methods=["POST"]),
         Route("/.api/codehosts/{connection_id}/sync", sync_connection, methods=["POST"]),
+        Route("/.api/codehosts/{connection_id}/test", test_connection, methods=["POST"]),
     ]

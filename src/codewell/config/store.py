@@ -179,7 +179,11 @@ class SiteConfigStore:
 
     def write(self, config: SiteConfig) -> None:
         """Replace the file atomically with `config` (used by admin pages and tests)."""
+        self.write_text(dump_site_config(config))
+
+    def write_text(self, text: str) -> None:
+        """Replace the file atomically with `text` (checked by the caller; comments kept) and reload it."""
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(dump_site_config(config) + "\n", encoding="utf-8")
+        tmp.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
         os.replace(tmp, self.path)
         self.refresh()

@@ -7,7 +7,6 @@ capabilities; base.html links them all from one admin nav.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 from urllib.parse import urlencode
 
@@ -162,11 +161,7 @@ def config_errors(text: str) -> list[dict[str, Any]]:
 
 def _write_config(runtime: Runtime, text: str) -> None:
     """Replace the site config file atomically with `text` (comments kept) and reload it."""
-    path = runtime.site_config.path
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    runtime.site_config.refresh()
+    runtime.site_config.write_text(text)
 
 
 async def config_page(request: Request) -> Response:

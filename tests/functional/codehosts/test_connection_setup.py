@@ -1,0 +1,220 @@
+"""Code host connections set up from the site-admin page over real HTTP (issue #32, item 6): a site admin adds a
+connection with a form (the token goes to a 0600 file, never into the site config), tests it against the host's
+API (token, identity, scopes, repositories visible: nothing registered) and syncs it; mistakes are refused with
+what to fix and leave nothing behind. The host is the loopback fake speaking GitHub's and GitLab's REST APIs."""
+
+from __future__ import annotations
+
+import json
+import re
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import json5
+import pytest
+import requests
+
+from codewell.core.actors import INTERNAL
+from codewell.repos.service import RepoService
+from codewell.runtime import Runtime
+from tests.browser import serve_app
+from tests.factories import make_user
+from tests.fakes.codehosts import FakeCodeHost
+from tests.functional.codehosts.conftest import add_repo
+
+PASSWORD = "correct horse battery staple"
+PAGE = "/site-admin/code-hosts"
+
+
+@dataclass
+class Site:
+    runtime: Runtime
+    host: FakeCodeHost
+    base: str
+
+    def sign_in(self, username: str) -> requests.Session:
+        browser = requests.Session()
+        page = browser.get(self.base + "/sign-in", timeout=10)
+        form = {"username": username, "password": PASSWORD, "csrf_token": _csrf(page.text)}
+        response = browser.post(self.base + "/sign-in", data=form, allow_redirects=False, timeout=10)
+        assert response.status_code == 303, response.text
+        return browser
+
+    def post(self, browser: requests.Session, path: str, form: dict[str, str] | None = None) -> requests.Response:
+        data = {"csrf_token": _csrf(browser.get(self.base + "/settings", timeout=30).text), **(form or {})}
+        return browser.post(self.base + path, data=data, allow_redirects=False, timeout=60)
+
+    def entries(self) -> list[dict[str, object]]:
+        data = json5.loads(self.runtime.site_config.path.read_text())
+        return list(data.get("codeHostConnections", []))
+
+
+def _csrf(html: str) -> str:
+    match = re.search(r'name="csrf_token" value="([^"]+)"', html)
+    assert match, "page has no CSRF field"
+    return match.group(1)
+
+
+def _checks(html: str) -> dict[str, str]:
+    """The probe's lines by check name: "works ...", "fails ..." or "note ..." with the detail."""
+    found = re.findall(r'<li data-check="([^"]+)"><strong[^>]*>(\w+)</strong> [^:]+: (.*?)</li>', html, re.S)
+    return {name: outcome + " " + " ".join(detail.split()) for name, outcome, detail in found}
+
+
+@pytest.fixture
+def site(runtime: Runtime, host: FakeCodeHost, tmp_path: Path) -> Iterator[Site]:
+    add_repo(host, tmp_path, 101, "acme/public", visibility="public")
+    add_repo(host, tmp_path, 102, "acme/secret", visibility="private")
+    add_repo(host, None, 301, "other/elsewhere", visibility="private")
+    make_user(runtime, "root", password=PASSWORD, site_admin=True)
+    make_user(runtime, "alice", password=PASSWORD)
+    with serve_app(runtime) as base:
+        yield Site(runtime, host, base)
+
+
+def test_an_admin_adds_tests_and_syncs_a_connection_from_the_page(site: Site) -> None:
+    root = site.sign_in("root")
+    token = site.host.pat("svc")
+    site.host.token_scopes[token] = "repo, read:org"
+    form = {"kind": "github", "id": "acme-gh", "url": site.host.url, "token": token, "scopes": "acme\n"}
+    created = site.post(root, PAGE, form)
+    assert created.status_code == 303, created.text
+    assert created.headers["location"] == f"{PAGE}?done=created&id=acme-gh"
+
+    # The site config names a 0600 file holding the token; the token itself is nowhere in the config.
+    [entry] = site.entries()
+    token_file = Path(str(entry["tokenFile"]))
+    assert entry == {
+        "id": "acme-gh",
+        "kind": "github",
+        "url": site.host.url,
+        "tokenFile": str(token_file),
+        "orgs": ["acme"],
+    }
+    assert token not in site.runtime.site_config.path.read_text()
+    assert token_file.read_text().strip() == token
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    assert token_file.parent == site.runtime.settings.shared_dir / "codehosts"
+    assert [c.id for c in site.runtime.config.code_host_connections] == ["acme-gh"]  # reloaded at once
+    page = root.get(site.base + created.headers["location"], timeout=30)
+    assert "Added acme-gh" in page.text
+    assert '<tr data-connection="acme-gh">' in page.text
+
+    # Test: every check passes, the organization's repositories are listed, nothing is registered.
+    tested = site.post(root, f"{PAGE}/acme-gh/test")
+    assert tested.status_code == 200
+    checks = _checks(tested.text)
+    assert checks["token"] == "works read from tokenFile"
+    assert checks["token accepted"] == "works signed in as svc"
+    assert checks["scopes"] == "works read:org, repo"
+    assert checks["repositories"] == "works 2 visible (1 private): acme/public, acme/secret"
+    assert checks["permission sync"].startswith("note off: authorization is false")
+    assert 'data-ok="true"' in tested.text
+    assert site.runtime.get(RepoService).all_repos(INTERNAL) == []
+
+    # Sync now registers what the test listed.
+    synced = site.post(root, f"{PAGE}/acme-gh/sync")
+    assert synced.headers["location"] == f"{PAGE}?done=synced&id=acme-gh"
+    names = sorted(r.name for r in site.runtime.get(RepoService).all_repos(INTERNAL))
+    assert names == ["127.0.0.1/acme/public", "127.0.0.1/acme/secret"]
+
+    # The same probe over REST, for scripts.
+    rest = root.post(
+        f"{site.base}/.api/codehosts/acme-gh/test",
+        headers={"X-CSRF-Token": _csrf(root.get(site.base + PAGE, timeout=30).text)},
+        timeout=30,
+    )
+    assert rest.status_code == 200, rest.text
+    body = rest.json()
+    assert body["ok"] is True
+    assert [c["name"] for c in body["checks"]] == [
+        "token",
+        "token accepted",
+        "scopes",
+        "repositories",
+        "permission sync",
+    ]
+
+
+def test_the_test_says_what_does_not_work(site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = site.sign_in("root")
+    narrow = site.host.pat("svc")
+    site.host.token_scopes[narrow] = "repo"
+    monkeypatch.setenv("ACME_TOKEN", narrow)
+    form = {"kind": "github", "id": "narrow", "url": site.host.url, "tokenEnv": "ACME_TOKEN", "scopes": "acme\nghost"}
+    assert site.post(root, PAGE, form).status_code == 303
+    checks = _checks(site.post(root, f"{PAGE}/narrow/test").text)
+    assert checks["token"] == "works read from tokenEnv ACME_TOKEN"
+    assert checks["scopes"] == "fails repo; missing read:org: private repositories or organizations may not be listed"
+    assert checks["repositories"].startswith(
+        "fails 2 visible (1 private): acme/public, acme/secret; not listed: org ghost:"
+    )
+    assert "404" in checks["repositories"]
+
+    # A token the host refuses: said plainly, with what to check; the probe stops there.
+    monkeypatch.setenv("ACME_TOKEN", "pat-revoked")
+    page = site.post(root, f"{PAGE}/narrow/test")
+    checks = _checks(page.text)
+    assert checks["token accepted"].startswith("fails ")
+    assert "refused the token (401)" in checks["token accepted"]
+    assert "check the token and the URL" in checks["token accepted"]
+    assert "repositories" not in checks
+    assert 'data-ok="false"' in page.text
+    assert "pat-revoked" not in page.text
+
+    # An unset variable: the first check fails and says which variable.
+    monkeypatch.delenv("ACME_TOKEN")
+    checks = _checks(site.post(root, f"{PAGE}/narrow/test").text)
+    assert checks == {"token": "fails environment variable ACME_TOKEN (tokenEnv) is not set"}
+
+
+@pytest.mark.parametrize(
+    ("form", "message"),
+    [
+        ({"kind": "github", "id": "Bad ID", "token": "t"}, "id: must be 1-40 lowercase letters, digits, - or _"),
+        ({"kind": "github", "id": "gh"}, "token: paste the token, or name the environment variable"),
+        ({"kind": "github", "id": "gh", "token": "t", "tokenEnv": "X"}, "token: paste the token, or name"),
+        ({"kind": "gerrit", "id": "gr", "url": "https://review.example.com/", "token": "t"}, "username is required"),
+        ({"kind": "gerrit", "id": "gr", "token": "t", "username": "u"}, "url is required for kind gerrit"),
+        ({"kind": "github", "id": "gh", "url": "ftp://x", "token": "t"}, "url must be an absolute http:// or https://"),
+        ({"kind": "svn", "id": "gh", "token": "t"}, "kind: choose one of github, gitlab"),
+        ({"kind": "github", "id": "gh", "tokenEnv": "NOT-A-NAME"}, "tokenEnv: String should match pattern"),
+    ],
+)
+def test_mistakes_are_refused_with_what_to_fix_and_leave_nothing(
+    site: Site, form: dict[str, str], message: str
+) -> None:
+    root = site.sign_in("root")
+    before = site.runtime.site_config.path.read_text()
+    refused = site.post(root, PAGE, form)
+    assert refused.status_code == 400
+    assert message in refused.text.replace("&#39;", "'")
+    assert site.runtime.site_config.path.read_text() == before
+    assert not (site.runtime.settings.shared_dir / "codehosts").exists()
+    # The form keeps what was typed, except the token.
+    assert f'value="{form["id"]}"' in refused.text
+    if form.get("token"):
+        assert 'name="token" autocomplete="off" value=""' in refused.text
+
+
+def test_an_existing_id_is_refused_and_only_admins_may_add_or_test(site: Site) -> None:
+    root = site.sign_in("root")
+    form = {"kind": "gitlab", "id": "lab", "url": site.host.url, "token": site.host.pat("svc")}
+    assert site.post(root, PAGE, form).status_code == 303
+    again = site.post(root, PAGE, {**form, "token": "other"})
+    assert again.status_code == 400
+    assert "a connection named &#39;lab&#39; exists already" in again.text
+    assert (site.runtime.settings.shared_dir / "codehosts" / "lab.token").read_text().strip() == form["token"]
+    # GitLab's API reports the user but, on this host, not the token's scopes.
+    checks = _checks(site.post(root, f"{PAGE}/lab/test").text)
+    assert checks["token accepted"] == "works signed in as svc"
+    assert checks["scopes"] == "note not reported for this token (a fine-grained or project token)"
+
+    alice = site.sign_in("alice")
+    assert site.post(alice, PAGE, {**form, "id": "mine"}).status_code == 403
+    assert site.post(alice, f"{PAGE}/lab/test").status_code == 403
+    assert [e["id"] for e in site.entries()] == ["lab"]
+    assert site.post(root, f"{PAGE}/nope/test").status_code == 404
+    assert json.loads(site.runtime.site_config.path.read_text())  # still valid JSON
