@@ -1,7 +1,8 @@
 """Access tokens: `cwp_` + 40 hex characters (20 random bytes), stored only as SHA-256 of the raw bytes.
 
-Revoked (soft-deleted), expired and deleted-user tokens stop authenticating on the next request, because
-every authentication reads the token row and its user (no cache: another process may have revoked it).
+Revoked (soft-deleted), expired and deleted-user tokens stop authenticating on the next request, in every
+process: a token's owner is remembered per process only while the `accounts` cache epoch stays the same, and
+every change of tokens or users bumps it in its transaction (codewell/db/epochs.py).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from codewell.core.actors import Actor
 from codewell.core.errors import InvalidInput, NotFound, PermissionDenied, StorageUnavailable
 from codewell.db.base import utcnow
 from codewell.db.database import BEST_EFFORT_LOCK_TIMEOUT
+from codewell.db.epochs import CacheEpochs
 
 if TYPE_CHECKING:
     from codewell.runtime import Runtime
@@ -46,6 +48,8 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)
 # bookkeeping, and each attempt would cost the request that makes it the short lock wait again.
 TOUCH_BACKOFF = 30.0
 MAX_NOTE = 255
+# Owners of tokens remembered per process (a busy instance has far fewer live tokens; past this, start over).
+OWNER_CACHE_ENTRIES = 10_000
 # Built once: authentication runs on every request, and constructing the statement costs more than running it.
 _OWNER_QUERY = (
     select(
@@ -140,6 +144,11 @@ class TokenService:
         self._touch_lock = threading.Lock()
         self._touching: set[int] = set()
         self._touch_paused_until = 0.0
+        self.epochs = runtime.get(CacheEpochs)
+        # token digest → (the accounts epoch read before the row, the row of _OWNER_QUERY); unknown tokens are
+        # not remembered (anyone may send any number of them).
+        self._owners: dict[bytes, tuple[int | None, tuple[Any, ...]]] = {}
+        self._owners_lock = threading.Lock()
 
     @classmethod
     def create(cls, *args: Any, **kwargs: Any) -> Any:
@@ -198,16 +207,16 @@ class TokenService:
     def authenticate_owner(self, raw: str) -> TokenOwner | None:
         """Like `authenticate`, also naming the token; None for unknown, revoked, expired or orphaned tokens.
 
-        Every call reads the token row and its user (one prepared Core select by hash, no ORM objects), so a
-        revocation, an expiry, a deleted user or a changed site-admin flag applies on the very next request,
-        in every process. `last_used_at` is written at most once a minute per token (see `_touch`).
+        The token row and its user are remembered while the accounts cache epoch stays the same, and every
+        revocation, deleted user or changed site-admin flag bumps it in its transaction, so it applies on the very
+        next request in every process; expiry is checked on each call. `last_used_at` is written at most once a
+        minute per token (see `_touch`).
         """
         digest = token_digest(raw)
         if digest is None:
             return None
         now = utcnow()
-        with self.runtime.db.engine.connect() as connection:
-            found = connection.execute(_OWNER_QUERY, {"digest": digest}).first()
+        found = self._owner_row(digest)
         if found is None:
             return None
         token_id, scopes, expires_at, last_used_at, user_id, username, site_admin, service_account = found
@@ -215,6 +224,7 @@ class TokenService:
             return None
         if last_used_at is None or now - last_used_at >= LAST_USED_RESOLUTION:
             self._touch(token_id, now)
+            self._touched(digest, now)
         # The same Actor AccountService.actor_for builds, without materializing a User.
         actor = Actor.user(
             user_id,
@@ -225,6 +235,32 @@ class TokenService:
             via="access_token",
         )
         return TokenOwner(actor=actor, token_id=token_id)
+
+    def _owner_row(self, digest: bytes) -> tuple[Any, ...] | None:
+        """The row of a live (not revoked) token and its user: remembered while the accounts epoch, read first,
+        stays the same; else read again (one prepared Core select by hash, no ORM objects)."""
+        epoch = self.epochs.current().accounts
+        with self._owners_lock:
+            entry = self._owners.get(digest)
+        if entry is not None and entry[0] == epoch:
+            return entry[1]
+        with self.runtime.db.engine.connect() as connection:
+            found = connection.execute(_OWNER_QUERY, {"digest": digest}).first()
+        if found is None:
+            return None
+        row = tuple(found)
+        with self._owners_lock:
+            if len(self._owners) >= OWNER_CACHE_ENTRIES:
+                self._owners.clear()
+            self._owners[digest] = (epoch, row)
+        return row
+
+    def _touched(self, digest: bytes, now: datetime) -> None:
+        """Remember the use just recorded (its write bumps no epoch), so the next requests do not write it again."""
+        with self._owners_lock:
+            entry = self._owners.get(digest)
+            if entry is not None:
+                self._owners[digest] = (entry[0], (*entry[1][:3], now, *entry[1][4:]))
 
     def _touch(self, token_id: int, now: datetime) -> None:
         """Record a use; concurrent requests of the same token in this process write it once, not each.

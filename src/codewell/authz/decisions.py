@@ -3,7 +3,7 @@
 A decision is (1) anonymous callers are refused where the rule needs a user, (2) the credential table
 (`codewell.authz.credentials`), (3) the action's rule (`codewell.authz.actions.RULES`). Role permissions
 (`MCP#ACCESS`) are looked up through `RolePermissions`, which the accounts capability provides at wiring time
-(`runtime.provide(RolePermissions, ...)`), and remembered for a few seconds per user (`RoleCache`).
+(`runtime.provide(RolePermissions, ...)`), and remembered per user while no access data changes (`RoleCache`).
 
 Decisions are cached per request: the HTTP request middleware and the MCP transport open a `scope(runtime)`;
 inside it, the same question is answered once. Outside a scope (CLI, background work, direct service calls)
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -25,6 +24,7 @@ from codewell.authz.actions import RULES, Action, IssuedTo, Resource, UserRef, W
 from codewell.authz.credentials import CREDENTIAL_REFUSALS, Refusal, credential_allows, credential_of
 from codewell.core.actors import Actor
 from codewell.core.errors import PermissionDenied, Unauthenticated
+from codewell.db.epochs import CacheEpochs, per_request
 from codewell.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -49,17 +49,15 @@ class RolePermissions(Protocol):
 
 
 class RoleCache:
-    """Role permissions per user for a few seconds: the lookup costs two queries, an MCP call should not.
+    """Role permissions per user while the `accounts` cache epoch stays the same (codewell/db/epochs.py): the
+    lookup costs two queries, an MCP call should not. Any role, permission, assignment or user change, made by
+    any process, bumps the epoch in its transaction, so the next request reads the lookup again."""
 
-    Changes made in this process clear it at once (through the lookup's change listener); changes made by
-    another process (the CLI) apply within TTL seconds."""
-
-    TTL = 5.0
     MAX_ENTRIES = 10_000
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
-        self._entries: dict[int, tuple[float, frozenset[str]]] = {}
+        self._entries: dict[int, tuple[int | None, frozenset[str]]] = {}
         self._lock = threading.Lock()
         self._lookup: RolePermissions | None = None
 
@@ -76,10 +74,11 @@ class RoleCache:
         return self._lookup
 
     def permissions_of(self, user_id: int) -> frozenset[str]:
-        now = time.monotonic()
+        # The epoch is read before the lookup: an entry is never newer than the epoch it is filed under.
+        epoch = self.runtime.get(CacheEpochs).current().accounts
         with self._lock:
             entry = self._entries.get(user_id)
-        if entry is not None and now - entry[0] < self.TTL:
+        if entry is not None and entry[0] == epoch:
             return entry[1]
         lookup = self.lookup()
         # No lookup provided (accounts not wired): nobody but site admins holds a role permission.
@@ -87,7 +86,7 @@ class RoleCache:
         with self._lock:
             if len(self._entries) >= self.MAX_ENTRIES:
                 self._entries.clear()
-            self._entries[user_id] = (now, held)
+            self._entries[user_id] = (epoch, held)
         return held
 
     def clear(self) -> None:
@@ -107,10 +106,12 @@ _current: ContextVar[_Scope | None] = ContextVar("codewell_authz_scope", default
 @contextmanager
 def scope(runtime: Runtime | None) -> Iterator[None]:
     """Cache decisions until the block ends (one HTTP request, one MCP call); `runtime` gives access to role
-    permissions. Nested scopes start empty and end with their block."""
+    permissions. Nested scopes start empty and end with their block. The cache epochs that validate cached
+    access answers (tokens, readable repositories, roles) are read once per outermost scope, on first need."""
     token = _current.set(_Scope(runtime))
     try:
-        yield
+        with per_request():
+            yield
     finally:
         _current.reset(token)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import String, Text
+from sqlalchemy import BigInteger, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from codewell.db.base import Base
@@ -15,3 +15,14 @@ class InstanceMeta(Base):
 
     key: Mapped[str] = mapped_column(String(100), primary_key=True)
     value: Mapped[str] = mapped_column(Text)
+
+
+class CacheEpochRow(Base):
+    """One counter per kind of access data (`accounts`, `repos`), bumped in the transaction of every change of
+    it by the triggers of the tables that hold it: processes keep access answers while it stays the same
+    (codewell/db/epochs.py)."""
+
+    __tablename__ = "cache_epochs"
+
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    version: Mapped[int] = mapped_column(BigInteger)

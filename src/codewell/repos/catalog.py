@@ -8,6 +8,7 @@ repositories the actor may read, so it never reveals another one.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from operator import itemgetter
 from pathlib import Path
@@ -36,6 +37,7 @@ from codewell.authz import Action, allowed
 from codewell.core.actors import Actor
 from codewell.core.errors import InvalidInput, NotFound
 from codewell.db import Database
+from codewell.db.epochs import CacheEpochs, Epochs
 from codewell.repos.models import RepoPermission, RepoRow
 from codewell.repos.records import LIST_REPOS_MAX, MAX_NAME_CHARS, NOT_FOUND_HINT, Repo, RepoPage, RepoRef
 
@@ -168,12 +170,20 @@ class _DriverQuery:
                 cursor.close()
 
 
+# Readable-id sets remembered per process, by (scope, user): past this many, start over.
+READABLE_CACHE_ENTRIES = 4_096
+
+
 class Catalog:
     """Lookups and listings of the repos table, always through the visibility rule."""
 
     def __init__(self, db: Database, mirror_root: Path) -> None:
         self.db = db
         self.mirror_root = mirror_root
+        self.epochs = CacheEpochs(db)
+        # (scope, user id) → (the epochs read before the ids, the ids): see `readable_ids`.
+        self._readable: dict[tuple[str, int | None], tuple[Epochs, frozenset[int]]] = {}
+        self._readable_lock = threading.Lock()
         self._ids = {scope: _DriverQuery(db.engine, statement) for scope, statement in _IDS_STATEMENTS.items()}
         self._refs = {scope: _DriverQuery(db.engine, statement) for scope, statement in _REFS_STATEMENTS.items()}
 
@@ -290,8 +300,23 @@ class Catalog:
             after = rows[-1].name
 
     def readable_ids(self, actor: Actor) -> frozenset[int]:
-        """IDs of every repository the actor may read: one index-only query, no row objects."""
-        return frozenset(map(itemgetter(0), self._ids[_scope(actor)].rows({"user_id": actor.user_id})))
+        """IDs of every repository the actor may read: one index-only query, no row objects, remembered per
+        process while the cache epochs stay the same (every repository added or removed, made private or
+        public, and every grant or user change bumps one in its transaction, in any process: db/epochs.py).
+        Both epochs: a user id that SQLite gives again after a deletion must not find the old user's set."""
+        scope = _scope(actor)
+        key = (scope, actor.user_id if scope == "user" else None)
+        epochs = self.epochs.current()  # before the ids: an entry is never newer than the epochs it is filed under
+        with self._readable_lock:
+            entry = self._readable.get(key)
+        if entry is not None and entry[0] == epochs:
+            return entry[1]
+        ids = frozenset(map(itemgetter(0), self._ids[scope].rows({"user_id": actor.user_id})))
+        with self._readable_lock:
+            if len(self._readable) >= READABLE_CACHE_ENTRIES:
+                self._readable.clear()
+            self._readable[key] = (epochs, ids)
+        return ids
 
     def readable_refs(self, actor: Actor) -> list[RepoRef]:
         """Every repository the actor may read, as id, name, default branch and mirror path, by name.

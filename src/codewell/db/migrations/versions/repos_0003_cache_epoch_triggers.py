@@ -1,0 +1,37 @@
+"""Repos: every repository added, removed or made private or public, and every grant, bumps the `repos` cache
+epoch in its transaction (codewell/db/epochs.py): processes cache each user's readable repositories while it
+stays the same. A sync's bookkeeping (state, errors, fetch times) changes no access answer and bumps nothing.
+
+Revision ID: repos_0003
+Revises: repos_0002
+"""
+
+from __future__ import annotations
+
+from alembic import op
+
+from codewell.db.epochs import REPOS, drop_trigger_statements, trigger_statements
+
+revision = "repos_0003"
+down_revision = "repos_0002"
+branch_labels = None
+depends_on = "0002"
+
+WATCHED: dict[str, tuple[str, ...] | None] = {
+    "repos": ("id", "private"),
+    "repo_permissions": None,
+}
+
+
+def upgrade() -> None:
+    dialect = op.get_bind().dialect.name
+    for table, columns in WATCHED.items():
+        for statement in trigger_statements(dialect, table, REPOS, columns):
+            op.execute(statement)
+
+
+def downgrade() -> None:
+    dialect = op.get_bind().dialect.name
+    for table in WATCHED:
+        for statement in drop_trigger_statements(dialect, table):
+            op.execute(statement)
