@@ -35,7 +35,7 @@ from codewell.core.settings import Settings
 from codewell.core.storage import log_storage_fault
 from codewell.db import Database
 from codewell.runtime import Runtime
-from tests.factories import auth_headers, make_token, make_user
+from tests.factories import auth_headers, make_token, make_user, set_site_config
 from tests.functional.accounts.test_pages import csrf_of
 from tests.functional.jobs.test_processes import deployed
 from tests.storage_faults import fill, immutable, tmpfs, write_lock_held
@@ -242,3 +242,52 @@ def test_serve_survives_an_immutable_data_directory(tmp_path: Path, database_tem
         log = deployment.log("web")
         assert "Bus error" not in log
         assert "Fatal Python error" not in log
+
+
+def _mcp_deepsearch(client: TestClient, token: str, *, modern: bool) -> httpx.Response:
+    """A `deepsearch` call (it writes the conversation's row) through the fast path (a bare handshake-era call)
+    or through the SDK transport (a 2026-07-28 request)."""
+    params: dict[str, Any] = {"name": "deepsearch", "arguments": {"question": "where is the helper defined?"}}
+    headers = {**ACCEPT, **auth_headers(token)}
+    if modern:
+        params["_meta"] = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        headers |= {"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "deepsearch"}
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}
+    return client.post("/.api/mcp/all", json=body, headers=headers)  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("modern", [False, True], ids=["fast-path", "sdk-transport"])
+def test_an_mcp_call_that_meets_a_held_lock_answers_503(
+    faulty: tuple[Runtime, TestClient], caplog: pytest.LogCaptureFixture, modern: bool
+) -> None:
+    runtime, client = faulty
+    token = make_token(runtime, make_user(runtime, "alice", password=PASSWORD))
+    set_site_config(runtime, {"deepSearch": {"mcpWaitSeconds": 0}})  # answer with the conversation's link at once
+    # Outside the fault the same call is answered as usual (a conversation row, its link in the result).
+    answered = _mcp_deepsearch(client, token, modern=modern)
+    assert answered.status_code == 200, answered.text
+    assert '"isError":false' in answered.text.replace(" ", ""), answered.text
+    assert "/deepsearch/" in answered.text
+    caplog.set_level(logging.INFO)
+    with write_lock_held(runtime.settings.data_dir / "codewell.db"):
+        for _ in range(2):
+            response = _mcp_deepsearch(client, token, modern=modern)
+            assert response.status_code == 503, response.text
+            assert response.headers["retry-after"] == "5"
+            assert response.headers["content-type"] == "application/json"
+            answer = response.json()
+            assert answer["id"] == 7
+            assert answer["error"]["code"] == -32004
+            assert "database locked" in answer["error"]["message"]
+            assert answer["error"]["data"]["code"] == "storage_unavailable"
+            assert answer["error"]["data"]["retryAfter"] == 5
+            assert "result" not in answer
+    # Two failed calls: the cause logged once, and no tool crash in the log.
+    assert len(_storage_lines(caplog, "database locked")) == 1
+    assert not [r for r in caplog.records if "crashed" in r.getMessage() or "failed:" in r.getMessage()]
+    # The lock is gone: the call works again.
+    again = _mcp_deepsearch(client, token, modern=modern)
+    assert again.status_code == 200, again.text

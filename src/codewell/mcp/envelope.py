@@ -14,6 +14,9 @@ does not serve, protocol versions it does not speak, and bodies that are not one
   read as a notification, `202` with no answer), or an object that is not a JSON-RPC request, notification or
   response: `400` with `-32600` Invalid Request and a short message (the SDK answered `-32602` with a
   pydantic dump).
+- A call that meets a storage fault (`StorageUnavailable`, or an `OSError` that means a read-only, full or
+  unwritable data directory): `503` with `Retry-After` and `-32004` (`storage_unavailable`), never a tool
+  error inside `200`; the cause is logged once a minute (docs/security.md, "Storage faults").
 """
 
 from __future__ import annotations
@@ -27,19 +30,42 @@ from pydantic import ValidationError
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, Response
 
+from codewell.core.errors import StorageUnavailable
 from codewell.http.bodies import InvalidJson, parse_json
 
 PROTOCOL_VERSION_HEADER = "mcp-protocol-version"
+# JSON-RPC error code (implementation-defined server error range) of a call that met a storage fault: retry later.
+STORAGE_UNAVAILABLE = -32004
 SUPPORTED_VERSIONS_TEXT = ", ".join(SUPPORTED_PROTOCOL_VERSIONS)
 
 
-def error_response(status: int, code: int, message: str, request_id: Any = None, data: Any = None) -> JSONResponse:
+def error_response(
+    status: int,
+    code: int,
+    message: str,
+    request_id: Any = None,
+    data: Any = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
     """A JSON-RPC error object as the whole HTTP answer (as the SDK transport writes its own refusals)."""
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
-    headers = {"Allow": "POST"} if status == 405 else None
+    headers = {"Allow": "POST", **(headers or {})} if status == 405 else headers
     return JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error}, status_code=status, headers=headers)
+
+
+def storage_unavailable(fault: StorageUnavailable, request_id: Any = None) -> JSONResponse:
+    """`503` with `Retry-After` and JSON-RPC error `-32004` for a call that met a storage fault (a database locked
+    past its busy timeout, a read-only or full data directory), as REST routes answer it (http/errors.py): the
+    fault is outside the call and clears by itself or by an operator's hand, so the client is told to retry
+    instead of being handed a tool error it would read as the tool's answer. `data` repeats the REST envelope's
+    code and hint and the seconds to wait."""
+    data: dict[str, Any] = {"code": fault.code, "retryAfter": fault.retry_after}
+    if fault.hint:
+        data["hint"] = fault.hint
+    headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else None
+    return error_response(503, STORAGE_UNAVAILABLE, fault.message, request_id, data=data, headers=headers)
 
 
 def method_not_allowed(method: str) -> Response:

@@ -10,7 +10,9 @@ request, so changes apply without a restart. Then `codewell.mcp.envelope`: any m
 the MCP family's cap (codewell.http.bodies, 4 MiB) → 413 `-32600`; an unsupported `MCP-Protocol-Version` → 400
 listing the supported versions; a body the request-body policy refuses (not JSON, too deep, NaN) → 400
 `-32700`; a batch, an `id` that is neither a string nor an integer, or a body that is no JSON-RPC message →
-400 `-32600`.
+400 `-32600`. A storage fault met by the gate or by a tool call (a database locked past its busy timeout, a
+read-only or full data directory) → 503 with `Retry-After` and JSON-RPC error `-32004`, its cause logged once
+a minute, as REST routes answer it (docs/security.md, "Storage faults").
 
 Transport: the SDK's Streamable HTTP session manager in stateless mode serves both protocol eras. A fresh
 manager runs per request (its task group lives exactly as long as the request), so nothing depends on the
@@ -33,7 +35,8 @@ from starlette.types import Message, Receive, Scope, Send
 from codewell import authz
 from codewell.authz import Action
 from codewell.core.actors import Actor
-from codewell.core.errors import PermissionDenied, Unauthenticated
+from codewell.core.errors import PermissionDenied, StorageUnavailable, Unauthenticated
+from codewell.core.storage import report
 from codewell.core.tools import Endpoint
 from codewell.http.bodies import BodyTooLarge, family_of, read_body
 from codewell.http.errors import error_body
@@ -51,7 +54,7 @@ from codewell.mcp.endpoints import (
     resource_url,
 )
 from codewell.mcp.registry import ToolRegistry
-from codewell.mcp.server import ToolCaller, build_server
+from codewell.mcp.server import STORAGE_FAULT, ToolCaller, build_server
 from codewell.oauth.service import OAuthService
 from codewell.runtime import Runtime
 
@@ -83,6 +86,42 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
+def _fault_answer(fault: StorageUnavailable, request_id: Any = None) -> Response:
+    report(fault)  # once per cause and minute: an outage must not write a line per call
+    return envelope.storage_unavailable(fault, request_id)
+
+
+class _FaultAwareSend:
+    """The SDK transport's `send`, holding the response's start until its first body bytes: by then a tool call
+    that met a storage fault has left it in the request state (codewell.mcp.server), and the answer becomes 503
+    with `Retry-After` instead of the SDK's JSON-RPC error inside 200. Once bytes went out (a response streamed
+    for longer, e.g. after an SSE keep-alive) the status is sent and stays."""
+
+    def __init__(self, scope: Scope, receive: Receive, send: Send, request_id: Any) -> None:
+        self.scope, self.receive, self.send = scope, receive, send
+        self.request_id = request_id
+        self.start: Message | None = None
+        self.decided = False
+        self.replaced = False
+
+    async def __call__(self, message: Message) -> None:
+        if self.replaced:
+            return  # the SDK's own answer to a call already answered 503
+        if not self.decided and message["type"] == "http.response.start":
+            self.start = message
+            return
+        if not self.decided:
+            self.decided = True
+            fault = (self.scope.get("state") or {}).get(STORAGE_FAULT)
+            if isinstance(fault, StorageUnavailable) and self.start is not None:
+                self.replaced = True
+                await _fault_answer(fault, self.request_id)(self.scope, self.receive, self.send)
+                return
+            if self.start is not None:
+                await self.send(self.start)
+        await self.send(message)
+
+
 def _bearer_token(request: Request) -> str | None:
     header = request.headers.get("authorization", "")
     scheme, _, value = header.partition(" ")
@@ -104,7 +143,11 @@ class McpGate:
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
-        gated = await self._gate(request)
+        try:
+            gated = await self._gate(request)
+        except StorageUnavailable as fault:  # the gate's own reads (roles, the plan, OAuth tokens)
+            await _fault_answer(fault)(scope, receive, send)
+            return
         if isinstance(gated, Response):
             await gated(scope, receive, send)
             return
@@ -122,7 +165,10 @@ class McpGate:
             await message(scope, receive, send)
             return
         if fastpath.eligible_request(request, message):
-            response = await fastpath.answer(self.runtime, self.caller, gated, actor_of(request), request, message)
+            try:
+                response = await fastpath.answer(self.runtime, self.caller, gated, actor_of(request), request, message)
+            except StorageUnavailable as fault:
+                response = _fault_answer(fault, message.get("id"))
             await response(scope, receive, send)
             return
         refused = envelope.refusal(message)
@@ -134,7 +180,7 @@ class McpGate:
             self.servers[gated], stateless=True, max_request_body_size=MAX_BODY_BYTES
         )
         async with manager.run():
-            await manager.handle_request(scope, receive, send)
+            await manager.handle_request(scope, receive, _FaultAwareSend(scope, receive, send, message.get("id")))
 
     async def _gate(self, request: Request) -> Response | Endpoint:
         runtime = self.runtime

@@ -2,7 +2,8 @@
 
 Per call: look the tool up in the endpoint's live view (site config read per request), validate arguments
 against its schema, run the sync handler in a worker thread, map codewell errors to `isError` results, hold
-the output under the budget, and record a usage event.
+the output under the budget, and record a usage event. A storage fault is no tool error: it leaves the call as
+`StorageUnavailable` and the gate answers the HTTP request 503 with `Retry-After` (codewell.mcp.http).
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from starlette.requests import Request
 import codewell
 from codewell.analytics.events import UsageEvent, record_usage
 from codewell.core.actors import Actor
-from codewell.core.errors import CodewellError, InvalidInput
+from codewell.core.errors import CodewellError, InvalidInput, StorageUnavailable
 from codewell.core.logging import request_id_var
+from codewell.core.storage import storage_error
 from codewell.core.tools import Endpoint, ToolContext
 from codewell.http.requests import actor_of
 from codewell.mcp.registry import ToolRegistry
@@ -33,6 +35,8 @@ from codewell.runtime import Runtime
 log = logging.getLogger(__name__)
 
 SERVER_NAME = "codewell"
+# The request-state attribute where a tool call that met a storage fault leaves it for the gate (mcp/http.py).
+STORAGE_FAULT = "mcp_storage_fault"
 INSTRUCTIONS = {
     Endpoint.CORE: (
         "codewell code intelligence: search code, browse repositories and files, search history, and read "
@@ -85,7 +89,8 @@ class ToolCaller:
     def call(
         self, endpoint: Endpoint, actor: Actor, name: str, arguments: dict[str, Any] | None
     ) -> tuple[WireResult, str, str]:
-        """Run one call synchronously; return (wire result, error code or "", language). Never raises."""
+        """Run one call synchronously; return (wire result, error code or "", language). Raises only
+        `StorageUnavailable` (a storage fault: answered 503 by the gate, not as the tool's result)."""
         if name in self.runtime.config.mcp_tools_disabled:
             message = (
                 f"tool {name} is disabled on this instance by the site configuration option mcp.tools.disabled; "
@@ -99,11 +104,16 @@ class ToolCaller:
             result = tool.spec.handler(ToolContext(self.runtime, actor, endpoint), args)
         except InvalidInput as exc:
             return error_result(error_message(exc)), "invalid_input", ""
+        except StorageUnavailable:
+            raise
         except CodewellError as exc:
             if exc.http_status >= 500:
                 log.error("tool %s failed: %s", name, exc.message)
             return error_result(error_message(exc)), exc.code, ""
-        except Exception:
+        except Exception as exc:
+            fault = storage_error(exc, self.runtime.settings.data_dir) if isinstance(exc, OSError) else None
+            if fault is not None:  # a read-only, full or unwritable data directory under the tool
+                raise fault from None
             log.exception("tool %s crashed", name)
             request_id = request_id_var.get()
             return error_result(f"internal error in tool {name} (request ID {request_id})"), "internal", ""
@@ -172,6 +182,12 @@ def build_server(runtime: Runtime, caller: ToolCaller, endpoint: Endpoint) -> Se
             )
         except UnknownTool as exc:
             raise MCPError(code=types.INVALID_PARAMS, message=exc.message) from None
+        except StorageUnavailable as exc:
+            # The SDK would write this as a JSON-RPC error inside 200; the gate, which holds the response's start
+            # until its first bytes, finds the fault here and answers 503 with Retry-After instead.
+            if request is not None:
+                setattr(request.state, STORAGE_FAULT, exc)
+            raise MCPError(code=types.INTERNAL_ERROR, message=exc.message) from None
         return wire.result
 
     server: Server[Any] = Server(
