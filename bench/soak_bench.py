@@ -391,8 +391,39 @@ def list_tools(url: str, token: str) -> set[str]:
 # --- the server ----------------------------------------------------------------------------------------------
 
 
+# `--tracemalloc SECONDS`: the server runs under tracemalloc (started before codewell is imported) and a daemon
+# thread writes the allocations that grew since the first snapshot (by line, top 40) to a file every SECONDS.
+# tracemalloc costs the server CPU and memory of its own: an opt-in diagnosis of what grows, not a soak figure.
+_TRACED_SERVE = """
+import runpy, sys, threading, time, tracemalloc
+tracemalloc.start(8)
+out, every = sys.argv[1], float(sys.argv[2])
+sys.argv = ["codewell", *sys.argv[3:]]
+
+def dump():
+    first = None
+    started = time.monotonic()
+    while True:
+        time.sleep(every)
+        snapshot = tracemalloc.take_snapshot().filter_traces(
+            (tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, "<frozen importlib.*"))
+        )
+        if first is None:
+            first = snapshot
+            continue
+        traced, peak = tracemalloc.get_traced_memory()
+        with open(out, "a") as f:
+            f.write(f"== {time.monotonic() - started:.0f} s: traced {traced >> 20} MiB (peak {peak >> 20} MiB)\\n")
+            for stat in snapshot.compare_to(first, "lineno")[:40]:
+                f.write(f"{stat}\\n")
+
+threading.Thread(target=dump, daemon=True, name="tracemalloc-dump").start()
+runpy.run_module("codewell", run_name="__main__", alter_sys=True)
+"""
+
+
 class Server:
-    def __init__(self, tmp: Path, data: Path, token: str) -> None:
+    def __init__(self, tmp: Path, data: Path, token: str, tracemalloc_every: float = 0.0) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.token = token
@@ -400,8 +431,14 @@ class Server:
         env = {**os.environ, "CODEWELL_DATA_DIR": str(data), "CODEWELL_LOG_LEVEL": "warning"}
         self.log_path = tmp / "serve.log"
         self.log = self.log_path.open("wb")
+        self.tracemalloc_path = RESULTS / "soak_tracemalloc.txt"
+        launcher = [sys.executable, "-m", "codewell"]
+        if tracemalloc_every > 0:
+            RESULTS.mkdir(exist_ok=True)
+            self.tracemalloc_path.write_text("")
+            launcher = [sys.executable, "-c", _TRACED_SERVE, str(self.tracemalloc_path), str(tracemalloc_every)]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "codewell", "serve", "--port", str(self.port)],
+            [*launcher, "serve", "--port", str(self.port)],
             env=env,
             stdout=self.log,
             stderr=subprocess.STDOUT,
@@ -720,6 +757,14 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--tools", default="", help="comma-separated tools to call (default: every one listed)")
     parser.add_argument("--out", type=Path, default=RESULTS / "soak_bench.json", help="where to write the JSON")
+    parser.add_argument(
+        "--tracemalloc",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="run the server under tracemalloc and write what grew to bench/.results/soak_tracemalloc.txt every "
+        "SECONDS (a diagnosis: it slows the server)",
+    )
     return parser.parse_args()
 
 
@@ -733,7 +778,7 @@ def main() -> None:
         sources = [build_source(tmp / "src", name, folders, qs) for name, folders, qs in CORPUS[: args.repos]]
         data = tmp / "data"
         token = prepare(data, sources)
-        server = Server(tmp, data, token)
+        server = Server(tmp, data, token, args.tracemalloc)
         try:
             server.wait_healthy()
             for source in sources:
