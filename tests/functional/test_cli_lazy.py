@@ -78,6 +78,20 @@ def test_a_commands_help_imports_only_that_command() -> None:
     assert {"codewell.search.service", "codewell.runtime", "sqlalchemy"}.isdisjoint(modules)
 
 
+@pytest.mark.parametrize(
+    "args",
+    [("search", "x"), ("read", "r", "p"), ("definition", "r", "p", "s"), ("deepsearch", "ask", "x"), ("nls", "x")],
+)
+def test_a_remote_command_imports_neither_the_house_nor_requests_nor_rich(args: tuple[str, ...]) -> None:
+    """`codewell --server URL CMD` reaches its first request with the standard library's HTTP client only: requests
+    and rich cost 0.2-0.3 s each to import on this machine, against the 0.5 s issue #32 allows (bench/cli_bench.py
+    --remote measures it)."""
+    _, modules = _modules_after("--server", "http://127.0.0.1:9", *args)
+    assert "urllib.request" in modules  # it did get as far as a request (refused: nobody listens on port 9)
+    heavy = {"codewell.runtime", "codewell.capabilities", "sqlalchemy", "starlette", "requests", "urllib3", "rich"}
+    assert heavy.isdisjoint(modules), heavy & modules
+
+
 def test_the_cli_bench_in_its_smallest_mode(tmp_path: Path) -> None:
     results = tmp_path / "cli.json"
     printed = subprocess.run(

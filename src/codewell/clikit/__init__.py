@@ -14,12 +14,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 import click
-from rich.console import Console
 
 from codewell.core.errors import CodewellError
 from codewell.core.settings import Settings
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from codewell.runtime import Runtime
 
 P = ParamSpec("P")
@@ -54,6 +55,9 @@ PIPED_WIDTH = 1 << 16
 
 def table_console() -> Console:
     """The console to print a rich table on: the terminal's width on a terminal, no limit when piped."""
+    # rich takes ~0.1 s to import: only a command printing a table pays it (issue #32: 0.5 s for remote commands).
+    from rich.console import Console  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     return Console() if sys.stdout.isatty() else Console(width=PIPED_WIDTH)
 
 

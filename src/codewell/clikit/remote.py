@@ -16,15 +16,12 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlsplit
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
 
 import click
 
 from codewell.core.errors import CodewellError
-
-if TYPE_CHECKING:
-    import requests
 
 TOKEN_ENV = "CODEWELL_TOKEN"
 SERVER_ENV = "CODEWELL_SERVER"
@@ -113,52 +110,50 @@ def forget_token(url: str) -> bool:
 
 @dataclass
 class Remote:
-    """One codewell server and the token to call it with (None: anonymous, for instances with public access)."""
+    """One codewell server and the token to call it with (None: anonymous, for instances with public access).
+
+    The transport is the standard library's (`clikit/transport.py`)."""
 
     url: str
     token: str | None
-    session: requests.Session
 
     @classmethod
     def connect(cls, url: str, token: str | None) -> Remote:
-        # requests (with urllib3) takes 0.1-0.2 s to import: only a command that talks to a server pays it, not
-        # the `--help` of every command module that imports this one.
-        import requests  # noqa: PLC0415
-
-        session = requests.Session()
-        session.headers["Accept"] = "application/json"
-        session.headers["User-Agent"] = "codewell-cli"
-        if token:
-            session.headers["Authorization"] = f"token {token}"
-        return cls(normalize_url(url), token, session)
+        return cls(normalize_url(url), token)
 
     def get(self, path: str, params: dict[str, Any] | list[tuple[str, Any]] | None = None) -> dict[str, Any]:
-        return self.request("GET", path, params=params)
+        query = urlencode(list(params.items()) if isinstance(params, dict) else params or [], doseq=True)
+        return self.request("GET", path + (f"?{query}" if query else ""))
 
     def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self.request("POST", path, json=body)
+        return self.request("POST", path, json.dumps(body).encode())
 
-    def request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+    def request(self, method: str, path: str, data: bytes | None = None) -> dict[str, Any]:
         """The JSON body of `method path`; every failure is a RemoteError saying what to do about it."""
-        import requests  # noqa: PLC0415 - imported by connect() already (see there)
+        headers = {"Accept": "application/json", "User-Agent": "codewell-cli"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        if self.token:
+            headers["Authorization"] = f"token {self.token}"
+        # The transport (urllib.request, ~0.1 s to import) only when a command talks to a server, not for the
+        # `--help` of every command module that imports this one.
+        from codewell.clikit import transport  # noqa: PLC0415 - lazy: see above
 
-        address = self.url + path
         try:
-            response = self.session.request(method, address, timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S), **kwargs)
-        except requests.exceptions.Timeout:
+            return self._body(*transport.exchange(method, self.url + path, data, headers))
+        except transport.TimedOut:
             raise RemoteError(
-                f"{self.url} did not answer {method} {path} in time",
+                f"{self.url} did not answer {method} {path.split('?', 1)[0]} in time",
                 hint="the server may be overloaded; try again, or narrow the query",
             ) from None
-        except requests.exceptions.RequestException as exc:
+        except transport.Unreachable as exc:
             raise RemoteError(
-                f"cannot reach {self.url}: {_reason(exc)}",
+                f"cannot reach {self.url}: {exc}",
                 hint="check the URL (--server or CODEWELL_SERVER) and that the server is running",
             ) from None
-        return self._body(response)
 
-    def _body(self, response: requests.Response) -> dict[str, Any]:
-        if response.status_code == 401:
+    def _body(self, status: int, headers: dict[str, str], raw: bytes) -> dict[str, Any]:
+        if status == 401:
             how = f"the token from {TOKEN_ENV}" if os.environ.get(TOKEN_ENV) else "the stored token"
             raise RemoteError(
                 f"{self.url} refused {how} (401)" if self.token else f"{self.url} needs a token (401)",
@@ -166,37 +161,22 @@ class Remote:
                 f"{self.url}` or set {TOKEN_ENV}",
             )
         try:
-            body = response.json()
+            body = json.loads(raw)
         except ValueError:
-            kind = response.headers.get("content-type", "no content type")
+            kind = headers.get("content-type", "no content type")
             raise RemoteError(
-                f"{self.url} did not answer as a codewell server (HTTP {response.status_code}, {kind})",
+                f"{self.url} did not answer as a codewell server (HTTP {status}, {kind})",
                 hint="check the URL: it is the address you open codewell at in a browser",
             ) from None
-        if response.status_code >= 400:
+        if status >= 400:
             error = body.get("error") if isinstance(body, dict) else None
             if isinstance(error, dict) and isinstance(error.get("message"), str):
                 hint = error.get("hint")
                 raise RemoteError(error["message"], hint=hint if isinstance(hint, str) else None)
-            raise RemoteError(f"{self.url} answered HTTP {response.status_code}")
+            raise RemoteError(f"{self.url} answered HTTP {status}")
         if not isinstance(body, dict):
-            raise RemoteError(f"{self.url} answered JSON that is not an object (HTTP {response.status_code})")
+            raise RemoteError(f"{self.url} answered JSON that is not an object (HTTP {status})")
         return body
-
-
-def _reason(exc: requests.exceptions.RequestException) -> str:
-    """The innermost reason of a connection failure ("Connection refused", "Name or service not known"), not
-    urllib3's whole chain of wrappers."""
-    reason: BaseException = exc
-    while True:
-        inner = reason.args[0] if reason.args and isinstance(reason.args[0], BaseException) else None
-        inner = inner or getattr(reason, "reason", None) or reason.__context__
-        if not isinstance(inner, BaseException) or inner is reason:
-            break
-        reason = inner
-    text = str(reason)
-    # urllib3 prefixes "<connection object at 0x...>: " to the operating system's message.
-    return text.split(">: ", 1)[-1] if ">: " in text else text
 
 
 def server_url(ctx: click.Context) -> str | None:

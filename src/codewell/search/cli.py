@@ -10,15 +10,14 @@ import os
 from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from codewell.clikit import echo_json, fail, handle_errors, open_runtime, table_console
 from codewell.clikit.remote import remote_of
 from codewell.core.actors import INTERNAL
 
 if TYPE_CHECKING:
+    from rich.progress import TaskID
+
     from codewell.repos.service import Repo
     from codewell.search.service import SearchService
 
@@ -38,6 +37,10 @@ BIG_REPO_BYTES = 64 << 20
 @handle_errors
 def index(ctx: click.Context, repo: str | None, force: bool, workers: int, show_status: bool, as_json: bool) -> None:
     """Index REPO (or every repository) at its default and extra branches."""
+    # rich's progress bars and tables too: `codewell --server URL search` never needs them (issue #32: 0.5 s).
+    from rich.console import Console  # noqa: PLC0415 - lazy command (docs/architecture.md)
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: PLC0415 - lazy command
+
     from codewell.repos.service import RepoService  # noqa: PLC0415 - lazy command (docs/architecture.md)
     from codewell.search.service import SearchService  # noqa: PLC0415 - lazy command
 
@@ -93,6 +96,15 @@ def index(ctx: click.Context, repo: str | None, force: bool, workers: int, show_
 
 def _index_small(service: SearchService, repos: list[Repo], *, workers: int, force: bool) -> int:
     """Index `repos` INDEX_BATCH_REPOS to a shard, with one progress bar; returns how many failed."""
+    from rich.console import Console  # noqa: PLC0415 - lazy command
+    from rich.progress import (  # noqa: PLC0415 - lazy command
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     from codewell.search.service import INDEX_BATCH_REPOS  # noqa: PLC0415 - lazy command
 
     failed = 0
@@ -154,6 +166,8 @@ def _print_status(service: SearchService, repo: str | None, *, as_json: bool) ->
 
         echo_json({"repositories": [status_json(s) for s in statuses]})
         return
+    from rich.table import Table  # noqa: PLC0415 - lazy command
+
     table = Table("name", "state", "branches", "files", "content", "index", "indexed at (UTC)", "error")
     for s in statuses:
         table.add_row(
