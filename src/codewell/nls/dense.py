@@ -2,16 +2,27 @@
 
 Build: after a revision's chunk index exists, every chunk (its path, symbol names and first lines, cut at
 `CHUNK_TOKENS` tokens) is embedded by all-MiniLM-L6-v2 (nls/encoder.py) in slices, and the vectors are written as
-float16 into `dense.npy` in the index folder (written to a temporary name and renamed, so its presence means it
-is complete; removed with the folder). Query: the question's content words are embedded, cosine against every
-chunk (memory-mapped, in blocks), and the top `CANDIDATES` of BM25 and of cosine are fused by reciprocal rank
-(1/(RRF_K + rank) each); nls's boosts then apply to the fused score as they do to BM25's.
+float16 into `dense.npy` in the index folder (removed with the folder). Query: the question's content words are
+embedded, cosine against every chunk (memory-mapped, in blocks), and the top `CANDIDATES` of BM25 and of cosine
+are fused by reciprocal rank (1/(RRF_K + rank) each); nls's boosts then apply to the fused score as they do to
+BM25's.
+
+Storage (both rankers' files, `write_vectors` and `open_vectors`): a vectors file is written with plain writes,
+never through a writable memory map (a page of a map the full disk cannot back is SIGBUS, which kills the
+process with nothing in its log), to a temporary name that is synced and renamed only once complete; the free
+space is checked before the (long) embedding starts. A full or read-only disk raises `StorageUnavailable` (the
+job is retried later) and leaves no file behind. A file is read only when its size is exactly its header plus
+its rows: one of another size (cut short by a crash, or changed under the server) is deleted, logged and built
+again, never mapped (reading past the end of a mapped file is SIGBUS too).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import re
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,7 +33,8 @@ from typing import ClassVar, Generic, TypeVar
 import numpy as np
 import pygit2
 
-from codewell.core.errors import Unavailable
+from codewell.core.errors import StorageUnavailable, Unavailable
+from codewell.core.storage import storage_error
 from codewell.nls.encoder import DIMENSIONS, Encoder
 from codewell.nls.index import BYTE_END, BYTE_START, PATH, NlsIndex, load, terms
 from codewell.nls.static import STATIC_DIMENSIONS, StaticEncoder, chunk_vectors
@@ -37,6 +49,8 @@ __all__ = [
     "StaticRanker",
     "chunk_text",
     "fuse_ranks",
+    "open_vectors",
+    "write_vectors",
 ]
 
 log = logging.getLogger(__name__)
@@ -77,6 +91,102 @@ def fuse_ranks(lexical: np.ndarray, dense: np.ndarray, candidates: int = CANDIDA
 _Encoder = TypeVar("_Encoder")
 
 
+_DTYPE = np.dtype("<f2")
+# Room left beside a vectors file when checking free space: the header, and file system metadata.
+_SLACK = 1 << 16
+
+
+def _header(rows: int, dimensions: int) -> bytes:
+    """The .npy header (format 1.0) of a C-ordered float16 array of shape (rows, dimensions)."""
+    header = {"descr": np.lib.format.dtype_to_descr(_DTYPE), "fortran_order": False, "shape": (rows, dimensions)}
+    buffer = _Buffer()
+    np.lib.format.write_array_header_1_0(buffer, header)
+    return bytes(buffer.data)
+
+
+class _Buffer:
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def write(self, data: bytes) -> int:
+        self.data += data
+        return len(data)
+
+
+def _expected_size(rows: int, dimensions: int) -> int:
+    return len(_header(rows, dimensions)) + rows * dimensions * _DTYPE.itemsize
+
+
+def check_room(folder: Path, rows: int, dimensions: int) -> None:
+    """StorageUnavailable when the file system of `folder` has no room for a vectors file of `rows` rows (checked
+    before the embedding, which takes minutes on a big revision, rather than after it)."""
+    needed = _expected_size(rows, dimensions) + _SLACK
+    free = shutil.disk_usage(folder).free
+    if free < needed:
+        raise StorageUnavailable(
+            "data directory: no space left on device",
+            f"nls vectors need {needed} bytes in {folder.name}, {free} free",
+            retry_after=30,
+        )
+
+
+def write_vectors(path: Path, rows: int, dimensions: int, blocks: Iterator[np.ndarray]) -> None:
+    """Write the float16 vectors `blocks` (consecutive row blocks, `rows` rows in all) as the .npy file `path`:
+    plain writes to `<path>.tmp`, fsync, then rename, so that `path` exists only complete. A storage fault (full,
+    read-only, I/O error) raises StorageUnavailable and leaves neither file; any other error leaves neither too."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        check_room(path.parent, rows, dimensions)
+        written = 0
+        with tmp.open("wb") as out:
+            out.write(_header(rows, dimensions))
+            for block in blocks:
+                data = np.ascontiguousarray(block, dtype=_DTYPE)
+                if data.ndim != 2 or data.shape[1] != dimensions:
+                    raise ValueError(f"a block of shape {data.shape} in vectors of {dimensions} dimensions")
+                out.write(data.tobytes())
+                written += len(data)
+            if written != rows:
+                raise ValueError(f"{written} rows of vectors written, {rows} expected")
+            out.flush()
+            os.fsync(out.fileno())
+        tmp.rename(path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        fault = storage_error(exc, path.parent) if isinstance(exc, OSError) else None
+        if fault is not None:
+            raise fault from None
+        raise
+
+
+def open_vectors(path: Path, rows: int, dimensions: int) -> np.ndarray | None:
+    """The vectors file `path` memory-mapped read-only, or None when it is missing or was written for another
+    index (another shape). A file whose size is not its header plus `rows` rows is deleted (and logged): it is
+    cut short or grown under us, and mapping it could read past its end (SIGBUS); the next build writes it again."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return None
+    try:
+        vectors = np.load(path, mmap_mode="r")
+    except (ValueError, OSError, EOFError) as exc:
+        vectors, problem = None, f"unreadable ({exc})"
+    else:
+        if vectors.shape != (rows, dimensions) or vectors.dtype != _DTYPE:
+            return None  # vectors of an older index of the same folder
+        expected = int(vectors.offset) + rows * dimensions * _DTYPE.itemsize
+        problem = "" if size == expected else f"{size} bytes where {expected} were written"
+    if not problem:
+        mapped: np.ndarray = vectors
+        return mapped
+    del vectors
+    log.warning("nls vectors file refused and removed: %s", problem, extra={"path": str(path)})
+    with contextlib.suppress(OSError):
+        path.unlink()
+    return None
+
+
 class _VectorRanker(Generic[_Encoder]):
     """What both rankers share: an encoder loaded at first use, one vectors file (`VECTORS_FILE`) per index
     folder, and at most one build of it at a time."""
@@ -96,16 +206,23 @@ class _VectorRanker(Generic[_Encoder]):
                 self._encoder = self._encoder_factory()
             return self._encoder
 
+    DIMENSIONS: ClassVar[int]
+
     @classmethod
     def has_vectors(cls, folder: Path) -> bool:
         return (folder / cls.VECTORS_FILE).is_file()
 
+    @classmethod
+    def vectors(cls, folder: Path, index: NlsIndex) -> np.ndarray | None:
+        """The vectors of `index` in `folder` (memory-mapped), or None: missing, of another index, or refused."""
+        return open_vectors(folder / cls.VECTORS_FILE, len(index), cls.DIMENSIONS)
+
     @contextmanager
     def _build(self, folder: Path) -> Iterator[NlsIndex | None]:
         """The chunk index in `folder` to embed, or None when there is nothing to do: no index, its vectors
-        already written, or another thread writing them now."""
+        already written (a refused file counts as none), or another thread writing them now."""
         index = load(folder)
-        if index is None or self.has_vectors(folder):
+        if index is None or self.vectors(folder, index) is not None:
             yield None
             return
         with self._guard:
@@ -136,6 +253,7 @@ class DenseRanker(_VectorRanker[Encoder]):
     """Builds and reads the chunk vectors of nls indexes; holds the encoder, loaded at first use."""
 
     VECTORS_FILE = VECTORS
+    DIMENSIONS = DIMENSIONS
 
     def __init__(self, encoder_factory: Callable[[], Encoder] = Encoder.load) -> None:
         super().__init__(encoder_factory)
@@ -148,36 +266,42 @@ class DenseRanker(_VectorRanker[Encoder]):
             if index is None:
                 return 0
             encoder = self.encoder()
+            check_room(folder, len(index), DIMENSIONS)  # before minutes of embedding, not after
             mirror = pygit2.Repository(str(mirror_path))
-            tmp = folder / (VECTORS + ".tmp")
-            vectors = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float16, shape=(len(index), DIMENSIONS))
-            started = time.perf_counter()
-            blob: tuple[int, bytes] = (-1, b"")
-            for first in range(0, len(index), SLICE):
-                texts: list[str] = []
-                for i in range(first, min(len(index), first + SLICE)):
-                    if index.lower is not None:
-                        # The stored lower-cased text: the model lower-cases anyway (an uncased BERT).
-                        body = index.lower[i].decode("utf-8", "replace")
-                    else:
-                        row = index.table[i].tolist()
-                        if blob[0] != row[PATH]:
-                            blob = (row[PATH], self._read(mirror, index.blobs[row[PATH]]))
-                        body = blob[1][row[BYTE_START] : row[BYTE_END]].decode("utf-8", "replace")
-                    chunk = index.chunk(i)
-                    texts.append(chunk_text(chunk.path, chunk.symbols, body))
-                vectors[first : first + len(texts)] = encoder.encode(texts, max_tokens=CHUNK_TOKENS)
-                done = first + len(texts)
-                if progress is not None:
-                    progress(done, len(index))
-                log.info(
-                    "nls dense vectors",
-                    extra={"chunks": done, "of": len(index), "seconds": round(time.perf_counter() - started, 1)},
-                )
-            vectors.flush()
-            del vectors
-            tmp.rename(folder / VECTORS)
+            write_vectors(folder / VECTORS, len(index), DIMENSIONS, self._slices(index, encoder, mirror, progress))
             return len(index)
+
+    def _slices(
+        self,
+        index: NlsIndex,
+        encoder: Encoder,
+        mirror: pygit2.Repository,
+        progress: Callable[[int, int], None] | None,
+    ) -> Iterator[np.ndarray]:
+        """The vectors of the index's chunks, SLICE chunks at a time."""
+        started = time.perf_counter()
+        blob: tuple[int, bytes] = (-1, b"")
+        for first in range(0, len(index), SLICE):
+            texts: list[str] = []
+            for i in range(first, min(len(index), first + SLICE)):
+                if index.lower is not None:
+                    # The stored lower-cased text: the model lower-cases anyway (an uncased BERT).
+                    body = index.lower[i].decode("utf-8", "replace")
+                else:
+                    row = index.table[i].tolist()
+                    if blob[0] != row[PATH]:
+                        blob = (row[PATH], self._read(mirror, index.blobs[row[PATH]]))
+                    body = blob[1][row[BYTE_START] : row[BYTE_END]].decode("utf-8", "replace")
+                chunk = index.chunk(i)
+                texts.append(chunk_text(chunk.path, chunk.symbols, body))
+            yield encoder.encode(texts, max_tokens=CHUNK_TOKENS)
+            done = first + len(texts)
+            if progress is not None:
+                progress(done, len(index))
+            log.info(
+                "nls dense vectors",
+                extra={"chunks": done, "of": len(index), "seconds": round(time.perf_counter() - started, 1)},
+            )
 
     @staticmethod
     def _read(mirror: pygit2.Repository, blob: str) -> bytes:
@@ -188,10 +312,8 @@ class DenseRanker(_VectorRanker[Encoder]):
 
     def cosines(self, folder: Path, index: NlsIndex, question: str) -> np.ndarray | None:
         """Cosine of `question` with every chunk of the index in `folder`, or None without (matching) vectors."""
-        if not self.has_vectors(folder):
-            return None
-        vectors = np.load(folder / VECTORS, mmap_mode="r")
-        if vectors.shape != (len(index), DIMENSIONS):  # vectors of an older index of the same folder
+        vectors = self.vectors(folder, index)
+        if vectors is None:
             return None
         return _block_cosines(vectors, self.encoder().encode([question])[0])
 
@@ -229,6 +351,7 @@ class StaticRanker(_VectorRanker[StaticEncoder]):
     question embedded from its own terms; same interface as DenseRanker (the service holds one or the other)."""
 
     VECTORS_FILE = STATIC_VECTORS
+    DIMENSIONS = STATIC_DIMENSIONS
 
     def __init__(self, encoder_factory: Callable[[], StaticEncoder] = StaticEncoder.load) -> None:
         super().__init__(encoder_factory)
@@ -243,6 +366,7 @@ class StaticRanker(_VectorRanker[StaticEncoder]):
             if index is None:
                 return 0
             encoder = self.encoder()
+            check_room(folder, len(index), STATIC_DIMENSIONS)
             started = time.perf_counter()
             matrix = index.model.scores
             # A column per term id; the matrix may have a column no term names (a zero vector, then).
@@ -257,9 +381,7 @@ class StaticRanker(_VectorRanker[StaticEncoder]):
             named = [i for i, word in enumerate(words) if word]
             term_vectors[named] = encoder.encode([words[i] for i in named])
             vectors = chunk_vectors(matrix["data"], matrix["indices"], matrix["indptr"], term_vectors, len(index))
-            tmp = folder / (STATIC_VECTORS + ".tmp.npy")
-            np.save(tmp, vectors.astype(np.float16))
-            tmp.rename(folder / STATIC_VECTORS)
+            write_vectors(folder / STATIC_VECTORS, len(index), STATIC_DIMENSIONS, iter([vectors]))
             if progress is not None:
                 progress(len(index), len(index))
             log.info(
@@ -279,16 +401,10 @@ class StaticRanker(_VectorRanker[StaticEncoder]):
         norm = float(np.linalg.norm(mean))
         return None if norm == 0 else (mean / norm).astype(np.float32)
 
-    def _vectors(self, folder: Path, index: NlsIndex) -> np.ndarray | None:
-        if not self.has_vectors(folder):
-            return None
-        vectors = np.load(folder / STATIC_VECTORS, mmap_mode="r")
-        return vectors if vectors.shape == (len(index), STATIC_DIMENSIONS) else None
-
     def cosines(self, folder: Path, index: NlsIndex, question: str) -> np.ndarray | None:
         """Cosine of `question` with every chunk of the index in `folder`, or None without (matching) vectors or
         without a term in the question."""
-        vectors = self._vectors(folder, index)
+        vectors = self.vectors(folder, index)
         if vectors is None:
             return None
         query = self.question_vector(question)
@@ -308,7 +424,7 @@ class StaticRanker(_VectorRanker[StaticEncoder]):
         if len(matching) == 0:
             return scores
         try:
-            vectors = self._vectors(folder, index)
+            vectors = self.vectors(folder, index)
             query = None if vectors is None else self.question_vector(question)
         except Unavailable as exc:
             log.warning("nls hybrid ranking skipped: %s", exc)

@@ -26,7 +26,7 @@ import pygit2
 
 from codewell.codenav.service import CodeNavService
 from codewell.core.actors import Actor
-from codewell.core.errors import InvalidInput, NotFound, Unavailable
+from codewell.core.errors import InvalidInput, NotFound, StorageUnavailable, Unavailable
 from codewell.jobs.service import JobService
 from codewell.nls.dense import DenseRanker, StaticRanker
 from codewell.nls.index import (
@@ -473,11 +473,14 @@ class NlsService:
 
     def embed_revision(self, repo: Repo, commit: str) -> int:
         """With `search.nls.dense` on, the dense vectors of `commit`'s chunk index (nls/dense.py) unless they
-        exist; returns the number of chunks embedded. A missing model package is logged, not raised: BM25 stays."""
+        exist; returns the number of chunks embedded. A missing model package is logged, not raised: BM25 stays; a
+        storage fault (full or read-only disk) is raised, so that the job runs again later."""
         if not self.runtime.config.search_nls_dense:
             return 0
         try:
             return self.dense.embed(self.folder(repo, commit), Path(repo.mirror_path))
+        except StorageUnavailable:
+            raise  # a full or read-only disk: the job is retried later (nothing was left behind)
         except Unavailable as exc:
             log.error("nls dense vectors not built: %s", exc, extra={"repo": repo.name, "commit": commit})
             return 0

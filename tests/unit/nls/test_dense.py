@@ -1,9 +1,15 @@
 """Dense ranking of nls (nls/dense.py): reciprocal-rank fusion, vectors built beside a real index of a real git
-repository with the real model, and the site-config switch through NlsService."""
+repository with the real model, the site-config switch through NlsService, and the vectors file on a full disk
+(a small tmpfs) or of the wrong size."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import signal
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -11,8 +17,8 @@ import pytest
 
 from codewell.capabilities import wire
 from codewell.core.actors import INTERNAL
-from codewell.core.errors import Unavailable
-from codewell.nls.dense import RRF_K, VECTORS, DenseRanker, fuse_ranks
+from codewell.core.errors import StorageUnavailable, Unavailable
+from codewell.nls.dense import RRF_K, VECTORS, DenseRanker, fuse_ranks, open_vectors, write_vectors
 from codewell.nls.encoder import DIMENSIONS, Encoder
 from codewell.nls.index import load
 from codewell.nls.service import NlsService
@@ -20,6 +26,7 @@ from codewell.repos.service import RepoService
 from codewell.runtime import Runtime
 from tests.factories import set_site_config
 from tests.gitfixtures import make_repo, register_local_repo
+from tests.storage_faults import fill, tmpfs
 
 FILES = {
     "store/cleanup.py": (
@@ -112,3 +119,106 @@ def test_switch_on_embeds_at_indexing_and_questions_use_the_vectors(
     # Switched off, the vectors are ignored: BM25 alone finds none of the question's words in the code.
     set_site_config(runtime, {"search.nls.dense": False})
     assert nls.search(INTERNAL, f"{QUESTION} repo:acme/app").hits == []
+
+
+# -- storage: a full disk, a file of the wrong size (docs/security.md, "Storage faults") ---------------------------
+# Enough chunks for a vectors file of several pages: on a disk with two free pages, the old writable memory map got
+# its header and its last byte written, then SIGBUS on the first page between them that the disk could not back.
+MANY = {f"pkg/module_{n}.py": f"def handler_{n}(request):\n    return request.value + {n}\n" for n in range(24)}
+
+
+def _indexed(runtime: Runtime, tmp_path: Path, files: dict[str, str]) -> tuple[Path, Path, int]:
+    """A real chunk index (folder), its repository's mirror, and its number of chunks."""
+    wire(runtime)
+    repo = register_local_repo(runtime, make_repo(tmp_path / "app", files), "acme/app")
+    commit = runtime.get(RepoService).resolve(INTERNAL, "acme/app").commit
+    folder = runtime.get(NlsService).folder(repo, commit)
+    index = load(folder)
+    assert index is not None
+    return folder, Path(repo.mirror_path), len(index)
+
+
+def _in_child(action: Callable[[], object], limit: float = 120.0) -> int:
+    """Run `action` in a forked child; its exit status (3: StorageUnavailable, 0: returned, 1: anything else), or
+    minus the signal that killed it (SIGBUS would)."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            action()
+            code = 0
+        except StorageUnavailable:
+            code = 3
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + limit
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail(f"the build did not end within {limit} s")
+        time.sleep(0.05)
+
+
+def test_a_full_disk_refuses_the_vectors_without_a_crash_or_a_file(
+    ranker: DenseRanker, runtime: Runtime, tmp_path: Path
+) -> None:
+    folder, mirror, chunks = _indexed(runtime, tmp_path, MANY)
+    assert chunks * DIMENSIONS * 2 > 3 * 4096  # several pages of vectors
+    with tmpfs(tmp_path / "small", "1m") as small:
+        copy = small / "rev"
+        shutil.copytree(folder, copy)
+        filler = fill(small)
+        # Two pages left: room for the header and the last byte numpy writes to size the file, not for the rest.
+        os.truncate(filler, filler.stat().st_size - 2 * 4096)
+        assert _in_child(lambda: ranker.embed(copy, mirror)) == 3  # StorageUnavailable, not SIGBUS (-7)
+        with pytest.raises(StorageUnavailable, match="no space left on device") as raised:
+            ranker.embed(copy, mirror)
+        assert raised.value.retry_after == 30
+        assert sorted(p.name for p in copy.iterdir()) == sorted(p.name for p in folder.iterdir())  # nothing left
+        # Room again: the same build writes the vectors.
+        filler.unlink()
+        assert ranker.embed(copy, mirror) == chunks
+        assert np.load(copy / VECTORS).shape == (chunks, DIMENSIONS)
+
+
+def test_a_disk_that_fills_during_the_write_leaves_no_file(tmp_path: Path) -> None:
+    with tmpfs(tmp_path / "small", "1m") as small:
+        target = small / VECTORS
+
+        def blocks() -> Iterator[np.ndarray]:
+            yield np.ones((64, DIMENSIONS), dtype=np.float32)
+            fill(small)  # another writer takes the rest of the disk between two slices
+            yield np.ones((64, DIMENSIONS), dtype=np.float32)
+
+        with pytest.raises(StorageUnavailable, match="no space left on device"):
+            write_vectors(target, 128, DIMENSIONS, blocks())
+        assert sorted(p.name for p in small.iterdir()) == ["filler"]  # neither the file nor its temporary
+
+
+def test_a_vectors_file_of_another_size_is_refused_and_built_again(
+    ranker: DenseRanker, runtime: Runtime, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder, mirror, chunks = _indexed(runtime, tmp_path, FILES)
+    index = load(folder)
+    assert index is not None
+    assert ranker.embed(folder, mirror) == chunks
+    path = folder / VECTORS
+    whole = path.stat().st_size
+    for size in (whole - 100, whole + 4096):  # cut short (a crash before the rename did not sync), grown
+        os.truncate(path, size)
+        assert ranker.cosines(folder, index, QUESTION) is None
+        assert not path.exists()
+        assert any("nls vectors file refused" in r.getMessage() for r in caplog.records)
+        assert ranker.embed(folder, mirror) == chunks  # built again
+        assert path.stat().st_size == whole
+    cosines = ranker.cosines(folder, index, QUESTION)
+    assert cosines is not None
+    assert index.chunk(int(np.argmax(cosines))).path == "store/cleanup.py"
+    # A file whose header names another index's shape is left alone (the folder's older index), not removed.
+    write_vectors(path, chunks + 1, DIMENSIONS, iter([np.zeros((chunks + 1, DIMENSIONS), dtype=np.float32)]))
+    assert open_vectors(path, chunks, DIMENSIONS) is None
+    assert path.exists()
