@@ -15,13 +15,19 @@ Measured:
     rebuilt by the one left), then a new replica with an empty disk joining (seconds until it holds its share
     and the others dropped theirs)
   memory: each replica's RSS and own (anonymous) memory against its share of the corpus, and its data dir
+--overhead-only: one replica holding everything, and only the fan-out overhead, in --rounds interleaved rounds
+  (the machine is shared: each round measures the replica asked directly, with the body the web tier sends it
+  (`direct`) and with the bare query (`direct, bare`: it then reads the readable ids and ranks itself), and the
+  web tier in front of it; the overhead is web minus `direct`, per round, and its median over the rounds)
 Writes bench/.results/cluster_bench.json (--out).
 Run: python bench/cluster_bench.py [--repos 2000] [--searchers 3] [--runs 15]
+     python bench/cluster_bench.py --overhead-only --repos 300 [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import datetime as dt
 import hashlib
 import hmac
@@ -38,6 +44,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
+import numpy as np
 import psycopg
 from psycopg import sql
 
@@ -216,6 +223,84 @@ def one_replica_phase(
     return {"one_replica_direct_ms": one_direct, "web_to_one_replica_ms": one_web, "fanout_overhead_ms": overhead}
 
 
+def readable_bitmap(url: str) -> str:
+    """Every repository id as the web tier sends a site admin's readable ids (search/wire.py `encode_ids`)."""
+    with psycopg.connect(url.replace("postgresql+psycopg", "postgresql")) as conn:
+        ids = np.array([row[0] for row in conn.execute("SELECT id FROM repos")], dtype=np.int64)
+    mask = np.zeros(int(ids.max()) + 1, dtype=bool)
+    mask[ids] = True
+    return base64.b64encode(np.packbits(mask).tobytes()).decode("ascii")
+
+
+def overhead_phase(
+    bench: Bench, name: str, search: Callable[[str], tuple[dict[str, Any], float]], rounds: int
+) -> dict[str, Any]:
+    """The web tier's overhead over its one replica, in interleaved rounds (see the module's docstring)."""
+    port, _ = bench.replicas[name]
+    internal = httpx2.Client(headers={"authorization": f"Bearer {internal_token(bench.shared)}"}, timeout=600)
+    actor = {"kind": "user", "user_id": 1, "username": "admin", "site_admin": True, "scopes": ["user:all"]}
+    web_body = {"actor": actor, "rank": False, "readable": readable_bitmap(bench.url), "frame": 1}
+
+    def direct(extra: dict[str, Any]) -> Callable[[str], float]:
+        def ask(query: str) -> float:
+            started = time.perf_counter()
+            body = {**extra, "actor": actor, "query": query, "timeout": 60.0}
+            response = internal.post(f"http://127.0.0.1:{port}/.internal/search", json=body)
+            response.raise_for_status()
+            return time.perf_counter() - started
+
+        return ask
+
+    out: dict[str, Any] = {"rounds": []}
+    for k in range(rounds):
+        load = os.getloadavg()[0]
+        row = {
+            "load_1m": round(load, 2),
+            "direct_ms": measure(f"round {k + 1}: {name} asked directly", direct(web_body), bench.args.runs),
+            "direct_bare_ms": measure(f"round {k + 1}: {name} asked, bare query", direct({}), bench.args.runs),
+            "web_ms": measure(f"round {k + 1}: web -> {name}", lambda q: search(q)[1], bench.args.runs),
+        }
+        row["overhead_ms"] = {q: round(row["web_ms"][q] - row["direct_ms"][q], 2) for q in QUERIES}
+        print(f"round {k + 1} (load {load:.1f}): overhead {row['overhead_ms']}")
+        out["rounds"].append(row)
+    out["overhead_p50_of_rounds_ms"] = {
+        q: round(statistics.median(r["overhead_ms"][q] for r in out["rounds"]), 2) for q in QUERIES
+    }
+    print(f"fan-out overhead, median of {rounds} rounds: {out['overhead_p50_of_rounds_ms']}")
+    return out
+
+
+def run_overhead(args: argparse.Namespace) -> dict[str, Any]:
+    """One web process, one worker, one replica holding every repository: the overhead phase only."""
+    root = corpus.linux_many(args.repos)
+    bench = Bench(args)
+    web_port = free_port()
+    web = bench.cluster.start("web", ["serve", "--no-jobs", "--port", str(web_port)], web_port)
+    client = httpx2.Client(headers={"authorization": f"token {admin_token(web)}"}, timeout=600)
+    bench.cluster.start("worker", ["worker"])
+    bench.start_searcher("s1")
+
+    def search(query: str) -> tuple[dict[str, Any], float]:
+        started = time.perf_counter()
+        response = client.get(f"{web.base}/.api/search", params={"q": query})
+        elapsed = time.perf_counter() - started
+        response.raise_for_status()
+        return response.json(), elapsed
+
+    register(bench.shared, root, args.repos)
+    indexed_s = bench.wait(lambda: bench.held("s1") >= args.repos and bench.jobs_waiting() == 0, "indexing", args.limit)
+    print(f"indexed {args.repos} repositories on one replica in {indexed_s:.0f} s")
+    counted = search(f"count:all timeout:60s {COMMON}")[0]
+    results: dict[str, Any] = {"repos": args.repos, "searchers": 1, "mode": "overhead-only"}
+    results["common_count_all_lines"] = counted["matchCount"]
+    results.update(overhead_phase(bench, "s1", search, args.rounds))
+    bench.replicas["s1"][1].terminate()
+    results["stop"] = bench.cluster.stop()
+    results["stop"]["searcher_exit_codes"] = [bench.replicas["s1"][1].wait(60)]
+    drop_postgres(args.postgres, args.pg_database)
+    return results
+
+
 def join_phase(bench: Bench, first: str, joined: str) -> dict[str, Any]:
     """A new replica with an empty disk joins: seconds until it holds its share and the other dropped it."""
     repos = bench.args.repos
@@ -331,8 +416,10 @@ def main() -> None:
     parser.add_argument("--pg-database", default="codewell_cluster_bench")
     parser.add_argument("--data", default="/var/tmp/codewell-bench/cluster")
     parser.add_argument("--out", default=str(RESULTS / "cluster_bench.json"))
+    parser.add_argument("--overhead-only", action="store_true", help="one replica: the fan-out overhead only")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of --overhead-only")
     args = parser.parse_args()
-    results = run(args)
+    results = run_overhead(args) if args.overhead_only else run(args)
     results["when"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     results["commit"] = git_head()
     results["dirty"] = bool(git_status())

@@ -19,7 +19,7 @@ import hmac
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +35,7 @@ from codewell.search.results import FileMatch, SearchResults
 
 __all__ = [
     "INTERNAL_PREFIX",
+    "Decoder",
     "Fanout",
     "Reply",
     "coverage",
@@ -58,6 +59,21 @@ def internal_token(secret: bytes) -> str:
     """The credential the web tier presents to searcher replicas, derived from the instance secret that every
     process of the deployment shares (CODEWELL_SHARED_DIR): nothing to configure, and it changes with it."""
     return hmac.new(secret, _TOKEN_CONTEXT, hashlib.sha256).hexdigest()
+
+
+# Turns a replica's answer (its content type, its body) into the payload a caller reads; ValueError if it cannot.
+Decoder = Callable[[str, bytes], Mapping[str, Any]]
+
+
+def json_object(_content_type: str, data: bytes) -> Mapping[str, Any]:
+    """The default decoder: the body is one JSON object."""
+    try:
+        payload = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError("answered something that is not JSON") from exc
+    if not isinstance(payload, dict):
+        raise ValueError("answered something that is not a JSON object")
+    return payload
 
 
 class ReplicaError(Exception):
@@ -87,14 +103,22 @@ class Fanout:
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._http.clear()
 
-    def post_all(self, replicas: Sequence[Replica], path: str, body: Mapping[str, Any], deadline: float) -> list[Reply]:
-        """`body` to every replica's `path`; each reply, or why there is none, in the replicas' order."""
+    def post_all(
+        self,
+        replicas: Sequence[Replica],
+        path: str,
+        body: Mapping[str, Any],
+        deadline: float,
+        decode: Decoder = json_object,
+    ) -> list[Reply]:
+        """`body` to every replica's `path`; each reply (its body through `decode`), or why there is none, in the
+        replicas' order."""
         data = orjson.dumps(body)
         if len(replicas) == 1:
             # One replica: asked from this thread (a pool hand-off costs more than the request's own overhead).
-            return [self._one(replicas[0], path, data, deadline)]
+            return [self._one(replicas[0], path, data, deadline, decode)]
         futures: list[Future[Mapping[str, Any]]] = [
-            self._pool.submit(self._post, replica, path, data, deadline) for replica in replicas
+            self._pool.submit(self._post, replica, path, data, deadline, decode) for replica in replicas
         ]
         done, _ = wait(futures, timeout=max(0.0, deadline - time.monotonic()) + TRANSPORT_GRACE_SECONDS)
         replies = []
@@ -112,15 +136,15 @@ class Fanout:
                 replies.append(Reply(replica, None, _transport_reason(exc)))
         return replies
 
-    def _one(self, replica: Replica, path: str, data: bytes, deadline: float) -> Reply:
+    def _one(self, replica: Replica, path: str, data: bytes, deadline: float, decode: Decoder) -> Reply:
         try:
-            return Reply(replica, self._post(replica, path, data, deadline))
+            return Reply(replica, self._post(replica, path, data, deadline, decode))
         except ReplicaError as exc:
             return Reply(replica, None, str(exc))
         except HTTPError as exc:
             return Reply(replica, None, _transport_reason(exc))
 
-    def _post(self, replica: Replica, path: str, data: bytes, deadline: float) -> Mapping[str, Any]:
+    def _post(self, replica: Replica, path: str, data: bytes, deadline: float, decode: Decoder) -> Mapping[str, Any]:
         remaining = max(0.05, deadline - time.monotonic()) + TRANSPORT_GRACE_SECONDS
         response = self._http.request(
             "POST",
@@ -133,12 +157,9 @@ class Fanout:
         if response.status != 200:
             raise ReplicaError(f"answered HTTP {response.status}")
         try:
-            payload = orjson.loads(response.data)
-        except orjson.JSONDecodeError as exc:
-            raise ReplicaError("answered something that is not JSON") from exc
-        if not isinstance(payload, dict):
-            raise ReplicaError("answered something that is not a JSON object")
-        return payload
+            return decode(response.headers.get("content-type", ""), response.data)
+        except ValueError as exc:
+            raise ReplicaError(str(exc) or "answered something unreadable") from exc
 
 
 def _transport_reason(exc: HTTPError) -> str:

@@ -27,7 +27,16 @@ from starlette.routing import Route
 from codewell.core.errors import CodewellError
 from codewell.search.cluster import INTERNAL_PREFIX, internal_token
 from codewell.search.service import SearchService
-from codewell.search.wire import decode_actor, decode_ids, encode_ids, encode_results, encode_status
+from codewell.search.wire import (
+    FRAME_VERSION,
+    FRAMED_MEDIA_TYPE,
+    decode_actor,
+    decode_ids,
+    encode_ids,
+    encode_results,
+    encode_status,
+    frame_results,
+)
 
 if TYPE_CHECKING:
     from codewell.runtime import Runtime
@@ -41,6 +50,8 @@ MAX_BODY_BYTES = 4 << 20
 
 # An internal call another capability serves on the replica (nls registers `/nls`): body → JSON-able answer.
 ReplicaCall = Callable[[dict[str, Any]], dict[str, Any]]
+# An answer already encoded (a framed search answer, search/wire.py).
+Encoded = tuple[bytes, str]
 
 
 def replica_app(runtime: Runtime, name: str, calls: dict[str, ReplicaCall] | None = None) -> Starlette:
@@ -48,7 +59,9 @@ def replica_app(runtime: Runtime, name: str, calls: dict[str, ReplicaCall] | Non
     service = runtime.get(SearchService)
     expected = f"Bearer {internal_token(runtime.secret_key())}".encode()
 
-    def authorized(handler: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[Request], Awaitable[Response]]:
+    def authorized(
+        handler: Callable[[dict[str, Any]], dict[str, Any] | Encoded],
+    ) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             given = request.headers.get("authorization", "").encode()
             if not hmac.compare_digest(given, expected):
@@ -65,11 +78,13 @@ def replica_app(runtime: Runtime, name: str, calls: dict[str, ReplicaCall] | Non
                 return JSONResponse({"error": f"bad request: {exc}"}, status_code=400)
             except CodewellError as exc:
                 return JSONResponse({"error": exc.message}, status_code=400)
+            if isinstance(answer, tuple):
+                return Response(answer[0], media_type=answer[1])
             return Response(orjson.dumps(answer), media_type="application/json")
 
         return endpoint
 
-    def search(body: dict[str, Any]) -> dict[str, Any]:
+    def search(body: dict[str, Any]) -> dict[str, Any] | Encoded:
         actor = decode_actor(body["actor"])
         count = body.get("count")
         timeout = body.get("timeout")
@@ -84,6 +99,8 @@ def replica_app(runtime: Runtime, name: str, calls: dict[str, ReplicaCall] | Non
             ranked=bool(body.get("rank", True)),
         )
         ids, names = service.held(searched=True)
+        if body.get("frame") == FRAME_VERSION:
+            return frame_results(results, names, ids), FRAMED_MEDIA_TYPE
         return encode_results(results, names, ids)
 
     def status(body: dict[str, Any]) -> dict[str, Any]:

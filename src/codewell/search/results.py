@@ -6,7 +6,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-__all__ = ["FileMatch", "IndexStatus", "LineMatch", "LineSource", "RowLines", "SearchResults"]
+import orjson
+
+__all__ = ["FileMatch", "IndexStatus", "LineMatch", "LineSource", "RawLines", "RowLines", "SearchResults"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +78,51 @@ class RowLines:
 
     def first_range(self, i: int) -> tuple[bytes, int, int] | None:
         return None
+
+
+class RawLines:
+    """A LineSource over lines still in the REST answer's JSON (`lineMatches`: an array of `{"lineNumber", "line",
+    "ranges"}`), as a searcher replica sent them (search/wire.py): the REST route copies the bytes into its answer
+    (`FileMatch.lines_fragment`) without decoding them; anything that reads a line decodes them all, once."""
+
+    __slots__ = ("_rows", "count", "raw")
+
+    def __init__(self, raw: bytes, count: int) -> None:
+        self.raw = raw
+        self.count = count
+        self._rows: list[dict[str, Any]] | None = None
+
+    def rows(self) -> list[dict[str, Any]]:
+        if self._rows is None:
+            rows = orjson.loads(self.raw)
+            if not isinstance(rows, list) or len(rows) != self.count:
+                raise ValueError("a replica's lines do not match their count")
+            self._rows = rows
+        return self._rows
+
+    def __len__(self) -> int:
+        return self.count
+
+    def number(self, i: int) -> int:
+        return int(self.rows()[i]["lineNumber"])
+
+    def text(self, i: int) -> str:
+        return str(self.rows()[i]["line"])
+
+    def texts(self) -> list[str]:
+        return [str(row["line"]) for row in self.rows()]
+
+    def match(self, i: int) -> LineMatch:
+        row = self.rows()[i]
+        return LineMatch(int(row["lineNumber"]), str(row["line"]), [(int(a), int(b)) for a, b in row["ranges"]])
+
+    def first_range(self, i: int) -> tuple[bytes, int, int] | None:
+        return None
+
+
+def lines_json(matches: list[LineMatch]) -> list[dict[str, Any]]:
+    """Lines as the REST answer gives them (`lineMatches`)."""
+    return [{"lineNumber": m.line_number, "line": m.line, "ranges": [list(r) for r in m.ranges]} for m in matches]
 
 
 class FileMatch:
@@ -165,10 +212,15 @@ class FileMatch:
         """The lines as the REST answer gives them (`lineMatches`)."""
         if self._lines is None and isinstance(self._source, RowLines):
             return [{"lineNumber": n, "line": text, "ranges": ranges} for n, text, ranges in self._source.rows]
-        return [
-            {"lineNumber": m.line_number, "line": m.line, "ranges": [list(r) for r in m.ranges]}
-            for m in self.line_matches
-        ]
+        if self._lines is None and isinstance(self._source, RawLines):
+            return self._source.rows()
+        return lines_json(self.line_matches)
+
+    def lines_fragment(self) -> list[dict[str, Any]] | orjson.Fragment:
+        """`lines_json` for orjson: a replica's lines as the bytes it sent (no decoding, no encoding again)."""
+        if self._lines is None and isinstance(self._source, RawLines):
+            return orjson.Fragment(self._source.raw)
+        return self.lines_json()
 
     def _read(self) -> LineSource:
         assert self._source is not None
@@ -220,7 +272,8 @@ class SearchResults:
     # Readable repositories a searcher replica that did not answer holds: the answer is partial without them.
     unsearched: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, *, fragments: bool = False) -> dict[str, Any]:
+        """The REST answer. `fragments`: for orjson only, with a replica's lines as the bytes it sent."""
         return {
             "matchCount": self.match_count,
             "limitHit": self.limit_hit,
@@ -236,7 +289,7 @@ class SearchResults:
                     "language": f.language,
                     "pathMatch": f.path_match,
                     **({"symbols": {str(n): label for n, label in f.labels.items()}} if f.labels else {}),
-                    "lineMatches": f.lines_json(),
+                    "lineMatches": f.lines_fragment() if fragments else f.lines_json(),
                 }
                 for f in self.files
             ],

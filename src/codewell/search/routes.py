@@ -42,7 +42,8 @@ async def search(request: Request) -> Response:
             # The answer is built and encoded in the worker thread too: a count:all of hundreds of thousands of
             # lines takes seconds to turn into JSON, which must not hold the event loop (every other request).
             results = service.search(actor, query, count=count)
-            body = results.to_json()
+            # A cluster's lines go out as the replicas encoded them (search/wire.py: frames).
+            body = results.to_json(fragments=True)
             if as_text:
                 body["text"] = render_results(results, query).text
             # orjson: the standard library's encoder took ~10 % of a clustered search's time on the web tier.

@@ -48,7 +48,15 @@ from codewell.search.ranking import better_match_regexes, rank, score
 from codewell.search.results import FileMatch, IndexStatus, LineMatch, SearchResults
 from codewell.search.searcher import file_matches, gc_paused
 from codewell.search.symbols import DefinitionSpans, SymbolMatch, SymbolSource, name_matcher, symbol_order
-from codewell.search.wire import decode_ids, decode_results, decode_status, encode_actor, encode_ids
+from codewell.search.wire import (
+    FRAME_VERSION,
+    decode_answer,
+    decode_ids,
+    decode_results,
+    decode_status,
+    encode_actor,
+    encode_ids,
+)
 
 if TYPE_CHECKING:
     from codewell.runtime import Runtime
@@ -378,8 +386,10 @@ class SearchService:
             "query": query,
             "count": count,
             "timeout": max(0.05, deadline - time.monotonic()),
+            # Lines in the REST answer's shape, which the route copies as they came (search/wire.py).
+            "frame": FRAME_VERSION,
         }
-        replies = self.fanout().post_all(replicas, "/search", body, deadline) if replicas else []
+        replies = self.fanout().post_all(replicas, "/search", body, deadline, decode_answer) if replicas else []
         answers: list[tuple[str, SearchResults, list[int]]] = []
         held: dict[str, np.ndarray] = {}
         failed: list[Reply] = []

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import numpy as np
+import orjson
+import pytest
 
 from codewell.cli import searcher as searcher_cli
 from codewell.core.actors import ANONYMOUS, INTERNAL, Actor
@@ -11,12 +13,15 @@ from codewell.jobs.placement import ranked
 from codewell.search.cluster import INTERNAL_PREFIX, coverage, internal_token, merge_files, preferred_holders
 from codewell.search.results import FileMatch, LineMatch, SearchResults
 from codewell.search.wire import (
+    FRAMED_MEDIA_TYPE,
     decode_actor,
+    decode_answer,
     decode_ids,
     decode_results,
     encode_actor,
     encode_ids,
     encode_results,
+    frame_results,
 )
 
 
@@ -120,6 +125,37 @@ def test_what_travels_round_trips() -> None:
     assert decoded.files[0].order == f.order
     assert (decoded.match_count, decoded.limit_hit, decoded.count_given) == (2, True, True)
     assert (repo_ids, held.tolist()) == ([3], [3, 4])
+
+
+def test_a_framed_answer_carries_the_rest_lines_as_they_go_out() -> None:
+    quoted = FileMatch("org/b", "q.go", "c" * 40, "Go", [LineMatch(3, 'say("hi\\n") \u00e9\n', [(0, 3), (5, 7)])])
+    quoted.order = (1,)
+    f = _file("org/a", "x.go", 3, (False, True, 2, True, 3.5), labels={2: "func X"})
+    results = SearchResults([f, quoted], 4, True, False, [], count_given=False)
+    plain = SearchResults([_file("org/a", "x.go", 3, f.order, {2: "func X"}), quoted], 4, True, False, [])
+    body = frame_results(results, {"org/a": 3, "org/b": 8}, [3, 8])
+    assert body.count(b"\n") == 1, "only the head's end: orjson escapes newlines inside strings"
+    decoded, repo_ids, held = decode_results(decode_answer(FRAMED_MEDIA_TYPE, body))
+    assert (repo_ids, held.tolist(), decoded.match_count, decoded.limit_hit) == ([3, 8], [3, 8], 4, True)
+    assert [g.line_count for g in decoded.files] == [3, 1]  # counted without reading the lines
+    assert decoded.files[0].order == f.order
+    # The REST answer holds the replica's bytes, and reads exactly as the same results encoded on the web tier.
+    rest = orjson.dumps(decoded.to_json(fragments=True))
+    assert orjson.loads(rest) == orjson.loads(orjson.dumps(plain.to_json()))
+    assert decoded.files == plain.files  # reading the lines decodes them, once
+    # A plain answer (a replica before frames) still reads.
+    old = orjson.dumps(encode_results(results, {"org/a": 3, "org/b": 8}, [3, 8]))
+    assert decode_results(decode_answer("application/json", old))[0].files == plain.files
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'{"files": []}', b'{"files": [["r", 1, "p", "c", "Go", false, 0, [], {}, [0, 99, 1]]]}\n[]', b"[1]\n"],
+    ids=["no-head-end", "lines-outside", "head-not-object"],
+)
+def test_a_broken_frame_is_refused(body: bytes) -> None:
+    with pytest.raises((ValueError, KeyError)):
+        decode_results(decode_answer(FRAMED_MEDIA_TYPE, body))
 
 
 def test_the_internal_credential_depends_on_the_instance_secret() -> None:
