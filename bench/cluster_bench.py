@@ -15,10 +15,11 @@ Measured:
     rebuilt by the one left), then a new replica with an empty disk joining (seconds until it holds its share
     and the others dropped theirs)
   memory: each replica's RSS and own (anonymous) memory against its share of the corpus, and its data dir
---overhead-only: one replica holding everything, and only the fan-out overhead, in --rounds interleaved rounds
-  (the machine is shared: each round measures the replica asked directly, with the body the web tier sends it
-  (`direct`) and with the bare query (`direct, bare`: it then reads the readable ids and ranks itself), and the
-  web tier in front of it; the overhead is web minus `direct`, per round, and its median over the rounds)
+--overhead-only: one replica holding everything, and only the fan-out overhead, in --rounds rounds of paired
+  samples (the machine is shared): the replica asked directly with the body the web tier sends it (`direct`) and
+  with the bare query (`direct_bare`: it then reads the readable ids and ranks itself), then the web tier in
+  front of it, one after the other; a round's overhead is the p50 of the (web - direct) differences, and the
+  result the median of the rounds'; the 1-minute load average is recorded with each round
 Writes bench/.results/cluster_bench.json (--out).
 Run: python bench/cluster_bench.py [--repos 2000] [--searchers 3] [--runs 15]
      python bench/cluster_bench.py --overhead-only --repos 300 [--rounds 3]
@@ -252,20 +253,37 @@ def overhead_phase(
         return ask
 
     out: dict[str, Any] = {"rounds": []}
+    asks = {"direct": direct(web_body), "direct_bare": direct({}), "web": lambda q: search(q)[1]}
     for k in range(rounds):
         load = os.getloadavg()[0]
-        row = {
-            "load_1m": round(load, 2),
-            "direct_ms": measure(f"round {k + 1}: {name} asked directly", direct(web_body), bench.args.runs),
-            "direct_bare_ms": measure(f"round {k + 1}: {name} asked, bare query", direct({}), bench.args.runs),
-            "web_ms": measure(f"round {k + 1}: web -> {name}", lambda q: search(q)[1], bench.args.runs),
-        }
-        row["overhead_ms"] = {q: round(row["web_ms"][q] - row["direct_ms"][q], 2) for q in QUERIES}
-        print(f"round {k + 1} (load {load:.1f}): overhead {row['overhead_ms']}")
+        row: dict[str, Any] = {"load_1m": round(load, 2)}
+        for name_q, query in QUERIES.items():
+            runs = bench.args.runs if "count:all" not in name_q else max(3, bench.args.runs // 3)
+            for ask in asks.values():
+                ask(query)  # warm-up
+            # Paired: each web answer right after the replica's own, so that a burst of load elsewhere on the
+            # machine hits both sides of a pair; the overhead is the p50 of the pairs' differences.
+            samples: dict[str, list[float]] = {key: [] for key in asks}
+            for _ in range(runs):
+                for key, ask in asks.items():
+                    samples[key].append(ask(query))
+            diffs = [w - d for w, d in zip(samples["web"], samples["direct"], strict=True)]
+            for key, values in samples.items():
+                row.setdefault(f"{key}_ms", {})[name_q] = p50(values)
+            row.setdefault("overhead_ms", {})[name_q] = p50(diffs)
+        print(
+            f"round {k + 1} (load {load:.1f}): "
+            + "  ".join(
+                f"{q}: direct {row['direct_ms'][q]:.2f} (bare {row['direct_bare_ms'][q]:.2f})"
+                f" web {row['web_ms'][q]:.2f} overhead {row['overhead_ms'][q]:.2f} ms"
+                for q in QUERIES
+            )
+        )
         out["rounds"].append(row)
     out["overhead_p50_of_rounds_ms"] = {
         q: round(statistics.median(r["overhead_ms"][q] for r in out["rounds"]), 2) for q in QUERIES
     }
+    out["load_1m"] = [r["load_1m"] for r in out["rounds"]]
     print(f"fan-out overhead, median of {rounds} rounds: {out['overhead_p50_of_rounds_ms']}")
     return out
 
