@@ -1,11 +1,9 @@
 """Journeys in a real browser (Debian's chromium through Playwright, the app over real HTTP): the `/` shortcut
-and htmx search suggestions under the page's CSP, reading history from a file view, and an axe-core
-accessibility check of the main pages (no serious or critical violations, light and dark). Screenshots go to
-tests/.artifacts/ (git-ignored)."""
+and htmx search suggestions under the page's CSP, and reading history from a file view. (axe-core on every page,
+light and dark: test_every_page_accessible.py.) Screenshots go to tests/.artifacts/ (git-ignored)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +13,7 @@ from playwright.sync_api import Page, sync_playwright
 from codewell.core.actors import INTERNAL
 from codewell.runtime import Runtime
 from codewell.search.service import SearchService
-from tests.browser import ARTIFACTS, AXE_VERSION, CHROMIUM, CHROMIUM_ARGS, axe_source, serve_app, sign_in, watch_console
+from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, serve_app, sign_in, watch_console
 from tests.factories import make_user
 from tests.gitfixtures import commit, make_repo, register_local_repo
 
@@ -88,46 +86,3 @@ def test_read_history_from_a_file_view(site: str, page: tuple[Page, list[str]]) 
         tab.click("text=View file")
     assert "/-/blob/app/main.py" in tab.url
     assert [m for m in console if "Content Security Policy" in m] == []
-
-
-MAIN_PAGES = [
-    "/",
-    "/search?q=helper",
-    "/repositories",
-    "/acme/app",
-    "/acme/app/-/blob/app/main.py?L1-2",
-    "/acme/app/-/commits",
-    "/settings",
-    "/settings/mcp",
-    "/settings/tokens",
-    "/site-admin",
-    "/site-admin/repositories",
-    "/site-admin/configuration",
-    "/site-admin/mcp",
-]
-
-
-@pytest.mark.browser
-def test_main_pages_have_no_serious_accessibility_violations(site: str, page: tuple[Page, list[str]]) -> None:
-    axe = axe_source()
-    tab, _ = page
-    tab.goto(f"{site}/acme/app/-/commits")
-    commit_url = str(tab.locator("td a").first.get_attribute("href"))
-    found: dict[str, list[str]] = {}
-    for scheme in ("light", "dark"):
-        tab.emulate_media(color_scheme=scheme)
-        for url in [*MAIN_PAGES, commit_url, "/acme/app/-/compare/main~1...main"]:
-            tab.goto(f"{site}{url}")
-            # Injected through the devtools protocol (not a page script), so the page's CSP does not apply.
-            tab.evaluate(axe)
-            result = tab.evaluate("axe.run(document, {resultTypes: ['violations']})")
-            assert result["testEngine"]["version"] == AXE_VERSION  # axe really ran on this page
-            bad = [
-                f"{v['id']} ({v['impact']}): {v['nodes'][0]['target']}"
-                for v in result["violations"]
-                if v["impact"] in ("serious", "critical")
-            ]
-            if bad:
-                found[f"{scheme} {url}"] = bad
-        _shot(tab, f"home-{scheme}")
-    assert found == {}, json.dumps(found, indent=1)
