@@ -43,7 +43,7 @@ PUBLIC_API: dict[str, frozenset[str]] = {
     "agents": frozenset({"service"}),
     "web": frozenset(),
 }
-KITS = ("http", "clikit", "authz", "runtime", "capability", "config", "db", "core")
+KITS = ("http", "clikit", "hostapi", "authz", "runtime", "capability", "config", "db", "core")
 
 
 def capability_folders() -> list[str]:

@@ -29,11 +29,11 @@ from codewell.accounts.tokens import SCOPE_SUDO, SCOPE_USER_ALL, TokenService
 from codewell.auth.header import Credentials, MalformedHeader, Scheme, parse_authorization
 from codewell.auth.identities import Identity, IdentityService
 from codewell.auth.models import ExternalAccountRow
-from codewell.auth.providers.bitbucketcloud import BitbucketCloudClient
-from codewell.auth.providers.bitbucketserver import BitbucketServerClient
-from codewell.auth.providers.github import GitHubClient
-from codewell.auth.providers.gitlab import GitLabClient
-from codewell.auth.providers.oauth import CodeHostClient
+from codewell.auth.providers.bitbucketcloud import BitbucketCloudSignIn
+from codewell.auth.providers.bitbucketserver import BitbucketServerSignIn
+from codewell.auth.providers.github import GitHubSignIn
+from codewell.auth.providers.gitlab import GitLabSignIn
+from codewell.auth.providers.oauth import CodeHostSignIn
 from codewell.authz import Action, UserRef, allowed, ensure
 from codewell.config.providers import Provider
 from codewell.core.actors import Actor
@@ -79,11 +79,11 @@ DEFAULT_ANONYMOUS_PATHS = (
 
 # Refresh an OAuth token this many seconds before it expires.
 TOKEN_REFRESH_MARGIN_SECONDS = 60
-_TOKEN_CLIENTS: dict[str, type[CodeHostClient[Any]]] = {
-    "github": GitHubClient,
-    "gitlab": GitLabClient,
-    "bitbucketcloud": BitbucketCloudClient,
-    "bitbucketserver": BitbucketServerClient,
+_TOKEN_CLIENTS: dict[str, type[CodeHostSignIn[Any]]] = {
+    "github": GitHubSignIn,
+    "gitlab": GitLabSignIn,
+    "bitbucketcloud": BitbucketCloudSignIn,
+    "bitbucketserver": BitbucketServerSignIn,
 }
 __all__ = ["AuthService", "ClientInfo", "ConnectOption", "Identity", "LinkedIdentity", "TokenRefreshFailed"]
 # Provider kinds that sign people in (an identity of one of them is a way back into the account).

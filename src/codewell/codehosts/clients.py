@@ -1,10 +1,11 @@
 """One client per code host kind: discovery of repositories and both directions of permissions.
 
-Each client speaks its host's real REST API:
+Each client speaks its host's real REST API through the code-host API kit (`codewell.hostapi`: the API's address,
+authentication, paging, rate limits, errors and Gerrit's `)]}'` prefix, shared with sign-in's providers):
 - GitHub REST v3 (`/api/v3/` on GitHub Enterprise Server, api.github.com for github.com);
 - GitLab API v4 (`min_access_level=20`: Reporter or above, so host administrators only get repositories where
   they hold a role);
-- Bitbucket Cloud 2.0, Bitbucket Server (Data Center) REST 1.0, Gerrit REST (`)]}'`-prefixed JSON).
+- Bitbucket Cloud 2.0, Bitbucket Server (Data Center) REST 1.0, Gerrit REST.
 
 Discovery uses the connection's token; user-centric permissions use the user's OAuth token; repo-centric
 permissions list a repository's members with the connection's token and return the host's account IDs (the
@@ -16,13 +17,20 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
-from codewell.codehosts.http import Forbidden, HostHTTP, Missing
 from codewell.config.codehosts import CodeHostConnection
-
-GITLAB_REPORTER = 20
-PER_PAGE = 100
+from codewell.hostapi.hosts import (
+    GITLAB_REPORTER,
+    PER_PAGE,
+    BitbucketCloudAPI,
+    BitbucketServerAPI,
+    GerritAPI,
+    GitHubAPI,
+    GitLabAPI,
+    HostAPI,
+)
+from codewell.hostapi.http import Forbidden, HostHTTP, Missing
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +69,7 @@ class UserRepos:
 
 
 class HostClient(ABC):
-    kind: ClassVar[str]
-    git_user: ClassVar[str] = "x-access-token"
+    API: ClassVar[type[HostAPI]]
 
     def __init__(self, connection: CodeHostConnection, token: str) -> None:
         self.connection = connection
@@ -70,18 +77,22 @@ class HostClient(ABC):
         self.http = self.connect(token)
 
     @property
+    def kind(self) -> str:
+        return self.API.kind
+
+    @property
     def api(self) -> str:
-        return f"{self.connection.url}api/v3/"
+        return self.API.base(self.connection.url)
 
     def connect(self, token: str, *, basic_user: str | None = None) -> HostHTTP:
         """An HTTP conversation with the API authenticated by `token` (bearer unless the kind uses basic)."""
         if basic_user is not None:
-            return HostHTTP(self.api, basic=(basic_user, token))
-        return HostHTTP(self.api, bearer=token)
+            return self.API.connect(self.connection.url, basic=(basic_user, token))
+        return self.API.connect(self.connection.url, bearer=token)
 
     def git_secret(self) -> str:
         """`user:token` for git over https (sent as an http.extraHeader, never in a URL)."""
-        return f"{self.connection.username or self.git_user}:{self.token}"
+        return f"{self.connection.username or self.API.git_user}:{self.token}"
 
     def keep(self, found: Discovery, repo: HostRepo) -> None:
         """Add `repo` to `found` when the connection wants it (see `wanted`), once."""
@@ -110,15 +121,7 @@ class HostClient(ABC):
 
 # -- GitHub -------------------------------------------------------------------------------------------------
 class GitHubClient(HostClient):
-    kind = "github"
-    git_user = "x-access-token"
-
-    @property
-    def api(self) -> str:
-        host = urlsplit(self.connection.url).hostname
-        return (
-            "https://api.github.com/" if host in ("github.com", "www.github.com") else f"{self.connection.url}api/v3/"
-        )
+    API = GitHubAPI
 
     @staticmethod
     def repo_of(entry: dict[str, Any]) -> HostRepo:
@@ -178,12 +181,7 @@ class GitHubClient(HostClient):
 
 # -- GitLab -------------------------------------------------------------------------------------------------
 class GitLabClient(HostClient):
-    kind = "gitlab"
-    git_user = "oauth2"
-
-    @property
-    def api(self) -> str:
-        return f"{self.connection.url}api/v4/"
+    API = GitLabAPI
 
     @staticmethod
     def repo_of(entry: dict[str, Any]) -> HostRepo:
@@ -237,13 +235,7 @@ class GitLabClient(HostClient):
 
 # -- Bitbucket Cloud ----------------------------------------------------------------------------------------
 class BitbucketCloudClient(HostClient):
-    kind = "bitbucketcloud"
-    git_user = "x-token-auth"
-
-    @property
-    def api(self) -> str:
-        host = urlsplit(self.connection.url).hostname
-        return "https://api.bitbucket.org/2.0/" if host == "bitbucket.org" else f"{self.connection.url}api/2.0/"
+    API = BitbucketCloudAPI
 
     def connect(self, token: str, *, basic_user: str | None = None) -> HostHTTP:
         # The connection authenticates with a username and app password; users with their OAuth token.
@@ -296,14 +288,10 @@ class BitbucketCloudClient(HostClient):
 
 # -- Bitbucket Server / Data Center -------------------------------------------------------------------------
 class BitbucketServerClient(HostClient):
-    kind = "bitbucketserver"
-
-    @property
-    def api(self) -> str:
-        return f"{self.connection.url}rest/api/1.0/"
+    API = BitbucketServerAPI
 
     def connect(self, token: str, *, basic_user: str | None = None) -> HostHTTP:
-        return HostHTTP(self.api, bearer=token)
+        return self.API.connect(self.connection.url, bearer=token)
 
     @staticmethod
     def repo_of(entry: dict[str, Any]) -> HostRepo:
@@ -352,15 +340,10 @@ class BitbucketServerClient(HostClient):
 
 # -- Gerrit -------------------------------------------------------------------------------------------------
 class GerritClient(HostClient):
-    kind = "gerrit"
-
-    @property
-    def api(self) -> str:
-        return f"{self.connection.url}a/"
+    API = GerritAPI
 
     def connect(self, token: str, *, basic_user: str | None = None) -> HostHTTP:
-        user = basic_user or self.connection.username or ""
-        return HostHTTP(self.api, basic=(user, token), gerrit=True)
+        return self.API.connect(self.connection.url, basic=(basic_user or self.connection.username or "", token))
 
     def repo_of(self, name: str, entry: dict[str, Any]) -> HostRepo:
         return HostRepo(
@@ -394,7 +377,7 @@ class GerritClient(HostClient):
 
 
 CLIENTS: dict[str, type[HostClient]] = {
-    c.kind: c for c in (GitHubClient, GitLabClient, BitbucketCloudClient, BitbucketServerClient, GerritClient)
+    c.API.kind: c for c in (GitHubClient, GitLabClient, BitbucketCloudClient, BitbucketServerClient, GerritClient)
 }
 
 

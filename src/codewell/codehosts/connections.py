@@ -24,12 +24,12 @@ from pydantic import ValidationError
 
 from codewell.authz import Action, ensure
 from codewell.codehosts.clients import HostClient, client_for
-from codewell.codehosts.http import HostError, Missing
 from codewell.codehosts.service import CodeHostService, read_token
 from codewell.config import SiteConfig
 from codewell.config.codehosts import CODE_HOST_KINDS, CodeHostConnection
 from codewell.core.actors import Actor
 from codewell.core.errors import InvalidInput
+from codewell.hostapi.http import HostError, Missing
 
 if TYPE_CHECKING:
     from codewell.runtime import Runtime

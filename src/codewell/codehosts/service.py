@@ -42,7 +42,6 @@ from codewell.accounts.audit import AuditService
 from codewell.auth.service import AuthService, Identity, LinkedIdentity
 from codewell.authz import Action, UserRef, ensure
 from codewell.codehosts.clients import HostClient, HostRepo, client_for
-from codewell.codehosts.http import HostError, HostHTTP, new_session
 from codewell.codehosts.metrics import WEBHOOKS
 from codewell.codehosts.models import CodeHostRepoRow, ConnectionStateRow, UserSyncRow
 from codewell.codehosts.webhooks import ADDRESSES, HOSTS, Delivery, Event, HostHooks, RepoKeys, payload, unverified
@@ -50,6 +49,7 @@ from codewell.config.codehosts import CodeHostConnection
 from codewell.core.actors import INTERNAL, Actor
 from codewell.core.errors import CodewellError, InvalidInput, NotFound, Unauthenticated
 from codewell.db.base import utcnow
+from codewell.hostapi.http import HostError, HostHTTP, new_session
 from codewell.http.urls import webhook_url
 from codewell.licensing.service import PERMISSION_SYNC_FEATURE, LicensingService
 from codewell.repos.git import GitCommandError

@@ -1,4 +1,5 @@
-"""HTTP to a code host's API: authentication headers, pagination, rate limits with back-off, conditional requests.
+"""HTTP to a code host's API, for sign-in (auth's providers) and connections (codehosts) alike: authentication
+headers, pagination, rate limits with back-off, conditional requests, and one error mapping.
 
 - Pagination: `Link: <...>; rel="next"` (GitHub, GitLab), GitLab's `X-Next-Page`, Bitbucket Cloud's `next` in
   the body, Bitbucket Server's `isLastPage`/`nextPageStart`, Gerrit's `_more_changes`-free lists with `S=`.
@@ -10,6 +11,11 @@
   `If-None-Match` and a `304 Not Modified` reuses the remembered body (GitHub does not count it against the
   rate limit).
 - Gerrit prefixes every JSON body with `)]}'`; it is stripped.
+- Errors: `HostError` and its kinds (`Unauthorized` 401, `Forbidden` 403, `Missing` 404, `RateLimited`,
+  `HostUnavailable` for no answer or 5xx), each with a message safe to show (the address without its query, never
+  the token or the response body); each caller maps them to its own errors.
+- Lists: at most `MAX_PAGES` pages (`HostError` past it), or the caller's `limit` of pages, past which the rest is
+  left unread and logged (a sign-in reads memberships at most `limit` pages deep: a bound on its latency).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import base64
 import email.utils
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -32,6 +39,7 @@ from requests.structures import CaseInsensitiveDict
 HTTP_TIMEOUT = 20.0
 MAX_PAGES = 1000
 GERRIT_PREFIX = ")]}'"
+log = logging.getLogger(__name__)
 
 
 class HostError(Exception):
@@ -71,6 +79,15 @@ class Page:
     body: Any
     links: dict[str, str] = field(default_factory=dict)
     from_cache: bool = False
+
+    def entries(self) -> list[Any]:
+        """The entries of a list page: a JSON array, or the `values` of a Bitbucket page."""
+        body = self.body
+        if isinstance(body, dict) and isinstance(body.get("values"), list):
+            return list(body["values"])
+        if isinstance(body, list):
+            return body
+        raise HostError(f"{_where(self.url)} answered something other than a list")
 
 
 @dataclass
@@ -130,6 +147,15 @@ class HostHTTP:
         return path if "://" in path else self.base + path.lstrip("/")
 
     # -- one request --------------------------------------------------------------------------------------
+    def text(self, path: str, params: dict[str, Any] | None = None) -> str:
+        """The body of a request that does not answer JSON (Bitbucket Server's whoami servlet), as text."""
+        url = self.url(path)
+        if params:
+            url = _with_params(url, params)
+        response = self._send(url, dict(self._headers))
+        self._check(url, response)
+        return response.text
+
     def get(self, path: str, params: dict[str, Any] | None = None) -> Page:
         url = self.url(path)
         if params:
@@ -139,6 +165,10 @@ class HostHTTP:
             cached = self._etags.get(url)
         if cached is not None:
             headers["If-None-Match"] = cached.etag
+        return self._page(url, self._send(url, headers), cached)
+
+    def _send(self, url: str, headers: dict[str, str]) -> requests.Response:
+        """One GET, retried on transport errors and 5xx, waiting out a rate limit within `max_wait`."""
         for attempt in range(self.retries + 1):
             try:
                 response = self._session.get(url, headers=headers, timeout=HTTP_TIMEOUT, allow_redirects=False)
@@ -162,14 +192,12 @@ class HostHTTP:
                     time.sleep(min(2.0, 0.2 * 2**attempt))
                     continue
                 raise HostUnavailable(f"{_where(url)} answered {response.status_code}", response.status_code)
-            return self._page(url, response, cached)
+            return response
         raise HostUnavailable(f"{_where(url)} kept failing")  # pragma: no cover - the loop returns or raises
 
-    def _page(self, url: str, response: requests.Response, cached: _Cached | None) -> Page:
+    def _check(self, url: str, response: requests.Response) -> None:
+        """Raise the HostError of a 4xx answer."""
         status = response.status_code
-        if status == 304 and cached is not None:
-            self.stats.not_modified += 1
-            return Page(url, 304, cached.headers, cached.body, cached.links, from_cache=True)
         if status == 401:
             raise Unauthorized(f"{_where(url)} refused the token (401)", 401)
         if status == 403:
@@ -178,6 +206,13 @@ class HostHTTP:
             raise Missing(f"{_where(url)} answered 404", 404)
         if status >= 400:
             raise HostError(f"{_where(url)} answered {status}", status)
+
+    def _page(self, url: str, response: requests.Response, cached: _Cached | None) -> Page:
+        status = response.status_code
+        if status == 304 and cached is not None:
+            self.stats.not_modified += 1
+            return Page(url, 304, cached.headers, cached.body, cached.links, from_cache=True)
+        self._check(url, response)
         text = response.text
         if self.gerrit and text.startswith(GERRIT_PREFIX):
             text = text[len(GERRIT_PREFIX) :]
@@ -194,29 +229,28 @@ class HostHTTP:
         return Page(url, status, headers, body, links)
 
     # -- lists --------------------------------------------------------------------------------------------
-    def pages(self, path: str, params: dict[str, Any] | None = None) -> Iterator[Page]:
-        """Every page of a list endpoint, following the host's pagination (same origin only)."""
+    def pages(self, path: str, params: dict[str, Any] | None = None, *, limit: int | None = None) -> Iterator[Page]:
+        """Every page of a list endpoint, following the host's pagination (same origin only), lazily: a caller
+        may stop early. Past MAX_PAGES pages HostError; past `limit` pages the rest is left unread (logged)."""
         first = self.url(path)
         page = self.get(first, params)
         yield page
-        for _ in range(MAX_PAGES - 1):
-            following = _next_url(page, first)
+        for _ in range((limit or MAX_PAGES) - 1):
+            following = next_url(page, first)
             if following is None:
                 return
             page = self.get(following)
             yield page
-        raise HostError(f"{_where(first)} has more than {MAX_PAGES} pages")
+        if next_url(page, first) is None:
+            return
+        if limit is None:
+            raise HostError(f"{_where(first)} has more than {MAX_PAGES} pages")
+        log.warning("%s has more than %d pages; the rest is not read", _where(first), limit)
 
-    def items(self, path: str, params: dict[str, Any] | None = None) -> Iterator[Any]:
-        """The entries of every page (a JSON array, or `values` of Bitbucket pages)."""
-        for page in self.pages(path, params):
-            body = page.body
-            if isinstance(body, dict) and isinstance(body.get("values"), list):
-                yield from body["values"]
-            elif isinstance(body, list):
-                yield from body
-            else:
-                raise HostError(f"{_where(page.url)} answered something other than a list")
+    def items(self, path: str, params: dict[str, Any] | None = None, *, limit: int | None = None) -> Iterator[Any]:
+        """The entries of every page (a JSON array, or `values` of Bitbucket pages), lazily."""
+        for page in self.pages(path, params, limit=limit):
+            yield from page.entries()
 
 
 def new_session(base: str) -> requests.Session:
@@ -272,7 +306,10 @@ def _rate_limit_wait(response: requests.Response) -> float | None:
     return 60.0
 
 
-def _next_url(page: Page, first_url: str) -> str | None:
+def next_url(page: Page, first_url: str) -> str | None:
+    """The address of the page after `page`, or None on the last: a `rel="next"` link (GitHub, GitLab), Bitbucket
+    Cloud's `next`, Bitbucket Server's `nextPageStart`, GitLab's `X-Next-Page`. HostError when it points at
+    another origin than the first page's (the token must not travel there)."""
     origin = urlsplit(first_url)[:2]
     candidate: str | None = page.links.get("next")
     body = page.body

@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlparse
-
-from authlib.integrations.requests_client import OAuth2Session
 
 from codewell.auth.identities import ExternalAccount
-from codewell.auth.providers.oauth import CodeHostClient
+from codewell.auth.providers.oauth import CodeHostSignIn
 from codewell.config.providers import BitbucketCloudProvider
+from codewell.hostapi.hosts import PER_PAGE, BitbucketCloudAPI
+from codewell.hostapi.http import HostHTTP
 
 
-def api_base(url: str) -> str:
-    return "https://api.bitbucket.org/2.0/" if urlparse(url).hostname == "bitbucket.org" else f"{url}api/2.0/"
-
-
-class BitbucketCloudClient(CodeHostClient[BitbucketCloudProvider]):
-    kind = "bitbucketcloud"
+class BitbucketCloudSignIn(CodeHostSignIn[BitbucketCloudProvider]):
+    API = BitbucketCloudAPI
     pkce = False  # Bitbucket Cloud OAuth consumers do not take PKCE code challenges
 
     def authorize_endpoint(self) -> str:
@@ -29,10 +24,9 @@ class BitbucketCloudClient(CodeHostClient[BitbucketCloudProvider]):
     def scope(self) -> str:
         return " ".join(s.strip() for s in self.provider.api_scope.split(",") if s.strip())
 
-    def fetch_account(self, http: OAuth2Session, token: dict[str, Any]) -> ExternalAccount:
-        api = api_base(self.provider.url)
-        user = self.get_json(http, f"{api}user")
-        emails = self.get_json(http, f"{api}user/emails").get("values", [])
+    def fetch_account(self, http: HostHTTP, token: dict[str, Any]) -> ExternalAccount:
+        user = http.get("user").body
+        emails = list(self.items(http, "user/emails", pagelen=PER_PAGE))
         verified = tuple(
             e["email"]
             for e in sorted(emails, key=lambda e: not e.get("is_primary"))

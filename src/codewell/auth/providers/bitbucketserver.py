@@ -5,15 +5,15 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from authlib.integrations.requests_client import OAuth2Session
-
 from codewell.auth.identities import ExternalAccount
-from codewell.auth.providers.oauth import CodeHostClient, ProviderError
+from codewell.auth.providers.oauth import CodeHostSignIn, ProviderError
 from codewell.config.providers import BitbucketServerProvider
+from codewell.hostapi.hosts import BitbucketServerAPI
+from codewell.hostapi.http import HostHTTP
 
 
-class BitbucketServerClient(CodeHostClient[BitbucketServerProvider]):
-    kind = "bitbucketserver"
+class BitbucketServerSignIn(CodeHostSignIn[BitbucketServerProvider]):
+    API = BitbucketServerAPI
     pkce = True
 
     def authorize_endpoint(self) -> str:
@@ -25,12 +25,12 @@ class BitbucketServerClient(CodeHostClient[BitbucketServerProvider]):
     def scope(self) -> str:
         return "PUBLIC_REPOS REPO_READ"
 
-    def fetch_account(self, http: OAuth2Session, token: dict[str, Any]) -> ExternalAccount:
-        # The whoami servlet names the token's user; the REST API then gives the profile.
-        slug = self.get(http, f"{self.provider.url}plugins/servlet/applinks/whoami").text.strip()
+    def fetch_account(self, http: HostHTTP, token: dict[str, Any]) -> ExternalAccount:
+        # The whoami servlet (outside the REST API, plain text) names the token's user; the API gives the profile.
+        slug = http.text(f"{self.provider.url}plugins/servlet/applinks/whoami").strip()
         if not slug:
             raise ProviderError("Bitbucket did not say which user signed in")
-        user = self.get_json(http, f"{self.provider.url}rest/api/1.0/users/{quote(slug, safe='')}")
+        user = http.get(f"users/{quote(slug, safe='')}").body
         # E-mail addresses on Bitbucket Data Center come from its admin-managed user directory.
         email = str(user.get("emailAddress") or "")
         return ExternalAccount(

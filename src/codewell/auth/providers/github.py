@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlparse
-
-from authlib.integrations.requests_client import OAuth2Session
 
 from codewell.auth.identities import ExternalAccount
-from codewell.auth.providers.oauth import CodeHostClient, FilterRefused, page_entries
+from codewell.auth.providers.oauth import CodeHostSignIn, FilterRefused
 from codewell.config.providers import GitHubProvider
-
-# GitHub lists organizations whose SAML SSO the token has not been authorized for in this response header.
-SSO_HEADER = "X-GitHub-SSO"
-
-
-def api_base(url: str) -> str:
-    """https://api.github.com/ for github.com, `<url>api/v3/` for GitHub Enterprise Server."""
-    return "https://api.github.com/" if urlparse(url).hostname in ("github.com", "www.github.com") else f"{url}api/v3/"
+from codewell.hostapi.hosts import PER_PAGE, GitHubAPI
+from codewell.hostapi.http import HostHTTP
 
 
 def unauthorized_sso_orgs(header: str) -> set[str]:
@@ -29,8 +20,8 @@ def unauthorized_sso_orgs(header: str) -> set[str]:
     return {i.strip() for i in ids.split(",") if i.strip()} if key.strip() == "organizations" else set()
 
 
-class GitHubClient(CodeHostClient[GitHubProvider]):
-    kind = "github"
+class GitHubSignIn(CodeHostSignIn[GitHubProvider]):
+    API = GitHubAPI
     pkce = True
 
     def authorize_endpoint(self) -> str:
@@ -43,10 +34,9 @@ class GitHubClient(CodeHostClient[GitHubProvider]):
         # read:org lets allowOrgs/allowOrgsMap see private memberships; repo serves permission sync.
         return "user:email repo read:org"
 
-    def fetch_account(self, http: OAuth2Session, token: dict[str, Any]) -> ExternalAccount:
-        api = api_base(self.provider.url)
-        user = self.get_json(http, f"{api}user")
-        emails = list(self.get_all(http, f"{api}user/emails", per_page=100))
+    def fetch_account(self, http: HostHTTP, token: dict[str, Any]) -> ExternalAccount:
+        user = http.get("user").body
+        emails = list(self.items(http, "user/emails", per_page=PER_PAGE))
         verified = tuple(
             e["email"]
             for e in sorted(emails, key=lambda e: not e.get("primary"))
@@ -64,33 +54,32 @@ class GitHubClient(CodeHostClient[GitHubProvider]):
             token=token,
         )
 
-    def check_filters(self, http: OAuth2Session, account: ExternalAccount) -> None:
+    def check_filters(self, http: HostHTTP, account: ExternalAccount) -> None:
         provider = self.provider
         if not (provider.allow_orgs or provider.allow_orgs_map or provider.required_sso_orgs):
             return
-        api = api_base(provider.url)
         orgs: set[str] = set()
         unauthorized: set[str] = set()
-        for response in self.get_pages(http, f"{api}user/orgs", per_page=100):
+        for page in self.pages(http, "user/orgs", per_page=PER_PAGE):
             # Every page carries the SSO header; the SSO check needs all of them before deciding.
-            unauthorized |= unauthorized_sso_orgs(response.headers.get(SSO_HEADER, ""))
-            orgs |= {str(o.get("login", "")).lower() for o in page_entries(self.kind, response)}
+            unauthorized |= unauthorized_sso_orgs(page.headers.get(GitHubAPI.SSO_HEADER, ""))
+            orgs |= {str(o.get("login", "")).lower() for o in page.entries()}
         self._check_sso(unauthorized)
         if not (provider.allow_orgs or provider.allow_orgs_map):
             return
         # Organizations first; teams only when the user is in none of the listed organizations.
         if any(org.lower() in orgs for org in provider.allow_orgs):
             return
-        if provider.allow_orgs_map and self._in_listed_team(http, api):
+        if provider.allow_orgs_map and self._in_listed_team(http):
             return
         raise FilterRefused(
             f"The GitHub account {account.username!r} is not a member of an organization or team allowed to sign in.",
             hint="ask a site admin to add you to one of the allowed organizations or teams (allowOrgs, allowOrgsMap)",
         )
 
-    def _in_listed_team(self, http: OAuth2Session, api: str) -> bool:
+    def _in_listed_team(self, http: HostHTTP) -> bool:
         wanted = {org.lower(): set(teams) for org, teams in self.provider.allow_orgs_map.items()}
-        for team in self.get_all(http, f"{api}user/teams", per_page=100):
+        for team in self.items(http, "user/teams", per_page=PER_PAGE):
             org = str((team.get("organization") or {}).get("login", "")).lower()
             # Display names must match exactly; a parent team does not admit members of its subteams.
             if team.get("name") in wanted.get(org, set()):

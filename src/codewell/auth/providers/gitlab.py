@@ -5,18 +5,16 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from authlib.integrations.requests_client import OAuth2Session
-
 from codewell.auth.identities import ExternalAccount
 from codewell.auth.providers.flows import Flow
-from codewell.auth.providers.oauth import CodeHostClient, FilterRefused
+from codewell.auth.providers.oauth import CodeHostSignIn, FilterRefused
 from codewell.config.providers import GitLabProvider
+from codewell.hostapi.hosts import GITLAB_GUEST, PER_PAGE, GitLabAPI
+from codewell.hostapi.http import HostHTTP
 
-GUEST_ACCESS = 10  # GitLab access levels: 5 Minimal Access, 10 Guest, 20 Reporter, 30 Developer, ...
 
-
-class GitLabClient(CodeHostClient[GitLabProvider]):
-    kind = "gitlab"
+class GitLabSignIn(CodeHostSignIn[GitLabProvider]):
+    API = GitLabAPI
     pkce = True
 
     def authorize_endpoint(self) -> str:
@@ -36,13 +34,12 @@ class GitLabClient(CodeHostClient[GitLabProvider]):
             return f"{self.provider.sso_url}{joiner}{urlencode({'redirect': url})}"
         return url
 
-    def fetch_account(self, http: OAuth2Session, token: dict[str, Any]) -> ExternalAccount:
-        api = f"{self.provider.url}api/v4/"
-        user = self.get_json(http, f"{api}user")
+    def fetch_account(self, http: HostHTTP, token: dict[str, Any]) -> ExternalAccount:
+        user = http.get("user").body
         verified: list[str] = []
         if user.get("email") and user.get("confirmed_at"):
             verified.append(str(user["email"]))
-        for entry in self.get_all(http, f"{api}user/emails", per_page=100):
+        for entry in self.items(http, "user/emails", per_page=PER_PAGE):
             email = str(entry.get("email", ""))
             if email and entry.get("confirmed_at") and email not in verified:
                 verified.append(email)
@@ -58,12 +55,12 @@ class GitLabClient(CodeHostClient[GitLabProvider]):
             token=token,
         )
 
-    def check_filters(self, http: OAuth2Session, account: ExternalAccount) -> None:
+    def check_filters(self, http: HostHTTP, account: ExternalAccount) -> None:
         allowed = set(self.provider.allow_groups)
         if not allowed:
             return
         # min_access_level=Guest leaves out groups where the user only has Minimal Access.
-        groups = self.get_all(http, f"{self.provider.url}api/v4/groups", min_access_level=GUEST_ACCESS, per_page=100)
+        groups = self.items(http, "groups", min_access_level=GITLAB_GUEST, per_page=PER_PAGE)
         if any(str(g.get("full_path", "")) in allowed for g in groups):  # stops reading pages at the first match
             return
         raise FilterRefused(

@@ -2,30 +2,33 @@
 
 authlib's OAuth 2 client builds the authorization URL (state, PKCE S256 where the host supports it) and
 exchanges the code; the subclass reads the account (user, verified e-mails) and applies the provider's
-sign-up filters (organizations, teams, groups, SSO) through the host's REST API with the new token.
+sign-up filters (organizations, teams, groups, SSO) through the host's REST API with the new token, over the
+code-host API kit that code host connections use too (`codewell.hostapi`: the API's address per host kind,
+paging, errors). A host's error during sign-in is a `ProviderError` (safe to show: no token, no body).
 """
 
 from __future__ import annotations
 
-import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar, Generic, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-import requests
 from authlib.integrations.requests_client import OAuth2Session
 
 from codewell.auth.identities import ExternalAccount
 from codewell.auth.providers.flows import Flow
 from codewell.config.providers import OAuthCodeHostProvider
 from codewell.core.errors import PermissionDenied, Unavailable
+from codewell.hostapi.hosts import HostAPI
+from codewell.hostapi.http import HostError, HostHTTP, Page
 
 HTTP_TIMEOUT = 15.0
 # Lists (organizations, teams, groups, e-mails) are read at most this many pages deep (5,000 entries at
 # per_page=100): a bound on the sign-in's latency. Past it, a membership not yet seen counts as absent.
 MAX_PAGES = 50
-log = logging.getLogger(__name__)
+# A sign-in waits for a host's rate limit at most this long, and retries a failed request once: a person waits.
+MAX_WAIT = 5.0
 P = TypeVar("P", bound=OAuthCodeHostProvider)
 
 
@@ -37,15 +40,28 @@ class FilterRefused(PermissionDenied):
     """The external account does not pass the provider's sign-up filters (organizations, groups, SSO)."""
 
 
-class CodeHostClient(ABC, Generic[P]):
+@contextmanager
+def host_errors(kind: str) -> Iterator[None]:
+    """The code host's errors (codewell.hostapi) inside the block as ProviderError."""
+    try:
+        yield
+    except HostError as exc:
+        raise ProviderError(f"{kind}: {exc.message}") from None
+
+
+class CodeHostSignIn(ABC, Generic[P]):
     """One sign-in attempt's conversation with a code host."""
 
-    kind: ClassVar[str]
+    API: ClassVar[type[HostAPI]]
     pkce: ClassVar[bool] = True  # the host accepts RFC 7636 code challenges
 
     def __init__(self, provider: P, redirect_uri: str) -> None:
         self.provider = provider
         self.redirect_uri = redirect_uri
+
+    @property
+    def kind(self) -> str:
+        return self.API.kind
 
     # -- endpoints (per host) -----------------------------------------------------------------------------
     @abstractmethod
@@ -58,10 +74,10 @@ class CodeHostClient(ABC, Generic[P]):
     def scope(self) -> str: ...
 
     @abstractmethod
-    def fetch_account(self, http: OAuth2Session, token: dict[str, Any]) -> ExternalAccount:
+    def fetch_account(self, http: HostHTTP, token: dict[str, Any]) -> ExternalAccount:
         """The signed-in account at the host (ID, login, verified e-mails)."""
 
-    def check_filters(self, http: OAuth2Session, account: ExternalAccount) -> None:
+    def check_filters(self, http: HostHTTP, account: ExternalAccount) -> None:
         """Raise FilterRefused when the account fails the provider's filters (default: none)."""
         return
 
@@ -84,11 +100,11 @@ class CodeHostClient(ABC, Generic[P]):
         )
         return str(url)
 
-    def exchange(self, code: str, flow: Flow) -> tuple[OAuth2Session, dict[str, Any]]:
-        """Trade the code for a token (sending the PKCE verifier); ProviderError when the host refuses."""
-        http = self.session()
+    def exchange(self, code: str, flow: Flow) -> tuple[HostHTTP, dict[str, Any]]:
+        """Trade the code for a token (sending the PKCE verifier): the host's API authenticated by it, and the
+        token. ProviderError when the host refuses."""
         try:
-            token = http.fetch_token(
+            token = self.session().fetch_token(
                 self.token_endpoint(),
                 code=code,
                 code_verifier=flow.code_verifier or None,
@@ -98,67 +114,28 @@ class CodeHostClient(ABC, Generic[P]):
             raise ProviderError(
                 f"{self.kind} refused the sign-in code: {_short(exc)}", hint="start the sign-in again"
             ) from None
-        return http, dict(token)
+        return self.api(str(token.get("access_token", ""))), dict(token)
 
-    def get_json(self, http: OAuth2Session, url: str, **params: Any) -> Any:
-        return self.get(http, url, **params).json()
+    def api(self, access_token: str) -> HostHTTP:
+        """The host's REST API authenticated by a user's OAuth access token."""
+        return self.API.connect(self.provider.url, bearer=access_token, max_wait=MAX_WAIT, retries=1)
 
-    def get(self, http: OAuth2Session, url: str, **params: Any) -> requests.Response:
-        try:
-            response: requests.Response = http.get(url, params=params or None, timeout=HTTP_TIMEOUT)
-        except requests.RequestException as exc:
-            raise ProviderError(f"could not reach {self.kind} at {url}: {_short(exc)}") from None
-        if response.status_code >= 400:
-            raise ProviderError(f"{self.kind} answered {response.status_code} for {url}")
-        return response
+    def items(self, http: HostHTTP, path: str, **params: Any) -> Iterator[Any]:
+        """The entries of a list endpoint, at most MAX_PAGES pages deep (lazily: callers may stop early)."""
+        return http.items(path, params, limit=MAX_PAGES)
 
-    def get_pages(self, http: OAuth2Session, url: str, **params: Any) -> Iterator[requests.Response]:
-        """Each page of a list endpoint, first to last, following the host's pagination: the
-        `Link: <...>; rel="next"` header (GitHub, GitLab) or GitLab's `X-Next-Page`. Stops after MAX_PAGES
-        pages; ProviderError when a next link points at another origin (the token must not travel there)."""
-        response = self.get(http, url, **params)
-        yield response
-        for _ in range(MAX_PAGES - 1):
-            next_url = next_page_url(response, url)
-            if next_url is None:
-                return
-            response = self.get(http, next_url)
-            yield response
-        if next_page_url(response, url) is not None:
-            log.warning("%s: %s has more than %d pages; the rest is not read", self.kind, url, MAX_PAGES)
+    def pages(self, http: HostHTTP, path: str, **params: Any) -> Iterator[Page]:
+        """The pages of a list endpoint (headers and body), at most MAX_PAGES deep."""
+        return http.pages(path, params, limit=MAX_PAGES)
 
-    def get_all(self, http: OAuth2Session, url: str, **params: Any) -> Iterator[Any]:
-        """The entries of every page of a JSON-array list endpoint (lazily: callers may stop early)."""
-        for response in self.get_pages(http, url, **params):
-            yield from page_entries(self.kind, response)
-
-
-def page_entries(kind: str, response: requests.Response) -> list[Any]:
-    """The JSON array of one list page; ProviderError for any other body."""
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    if not isinstance(body, list):
-        raise ProviderError(f"{kind} answered {response.url} with something other than a JSON list")
-    return body
-
-
-def next_page_url(response: requests.Response, first_url: str) -> str | None:
-    """The URL of the page after `response`, or None on the last page. A `rel="next"` link wins; else GitLab's
-    `X-Next-Page` (empty on the last page) replaces the `page` parameter of the request's URL."""
-    origin = urlsplit(first_url)[:2]
-    link = response.links.get("next", {}).get("url")
-    if link:
-        if urlsplit(link)[:2] != origin:
-            raise ProviderError(f"the pagination link of {first_url} points at another host")
-        return str(link)
-    following = response.headers.get("X-Next-Page", "").strip()
-    if not following.isdigit():
-        return None
-    parts = urlsplit(response.request.url or first_url)
-    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "page"]
-    return urlunsplit((*parts[:3], urlencode([*query, ("page", following)]), ""))
+    def account(self, http: HostHTTP, token: dict[str, Any], *, filters: bool = True) -> ExternalAccount:
+        """The signed-in account, checked against the provider's filters when `filters`; ProviderError when the
+        host fails to answer, FilterRefused when the account does not pass."""
+        with host_errors(self.kind):
+            account = self.fetch_account(http, token)
+            if filters:
+                self.check_filters(http, account)
+        return account
 
 
 def _short(exc: BaseException) -> str:

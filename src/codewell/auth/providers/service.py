@@ -16,13 +16,13 @@ from urllib.parse import urlencode
 from codewell.accounts.audit import AuditService
 from codewell.accounts.service import AccountService, User
 from codewell.auth.identities import ExternalAccount, Identity, IdentityService, LinkPolicy
-from codewell.auth.providers.bitbucketcloud import BitbucketCloudClient
-from codewell.auth.providers.bitbucketserver import BitbucketServerClient
+from codewell.auth.providers.bitbucketcloud import BitbucketCloudSignIn
+from codewell.auth.providers.bitbucketserver import BitbucketServerSignIn
 from codewell.auth.providers.flows import AuthFlows, Flow, FlowRefused
 from codewell.auth.providers.gerrit import check_credentials
-from codewell.auth.providers.github import GitHubClient
-from codewell.auth.providers.gitlab import GitLabClient
-from codewell.auth.providers.oauth import CodeHostClient
+from codewell.auth.providers.github import GitHubSignIn
+from codewell.auth.providers.gitlab import GitLabSignIn
+from codewell.auth.providers.oauth import CodeHostSignIn
 from codewell.auth.providers.openidconnect import OpenIDConnectClient
 from codewell.auth.providers.saml import client_for
 from codewell.auth.service import CONNECT_KINDS, AuthService, ClientInfo
@@ -275,24 +275,22 @@ class ExternalSignIn:
             return self._oidc(provider).finish(code, flow, iss)
         host = self._code_host(provider)
         http, token = host.exchange(code, flow)
-        account = host.fetch_account(http, token)
-        if filters:
-            host.check_filters(http, account)  # sign-up and new sign-ins: checked at every provider sign-in
-        return account
+        # The filters are checked at every provider sign-in: sign-up and new sign-ins.
+        return host.account(http, token, filters=filters)
 
     def _oidc(self, provider: OpenIDConnectProvider) -> OpenIDConnectClient:
         return OpenIDConnectClient(provider, self.runtime.external_url + OIDC_CALLBACK)
 
-    def _code_host(self, provider: Provider) -> CodeHostClient[Any]:
+    def _code_host(self, provider: Provider) -> CodeHostSignIn[Any]:
         redirect = self.runtime.external_url + callback_path(provider.kind)
         if isinstance(provider, GitHubProvider):
-            return GitHubClient(provider, redirect)
+            return GitHubSignIn(provider, redirect)
         if isinstance(provider, GitLabProvider):
-            return GitLabClient(provider, redirect)
+            return GitLabSignIn(provider, redirect)
         if isinstance(provider, BitbucketCloudProvider):
-            return BitbucketCloudClient(provider, redirect)
+            return BitbucketCloudSignIn(provider, redirect)
         if isinstance(provider, BitbucketServerProvider):
-            return BitbucketServerClient(provider, redirect)
+            return BitbucketServerSignIn(provider, redirect)
         raise NotFound(f"{provider.kind} has no OAuth sign-in")
 
     def refuse(self, kind: str, reason: str, client: ClientInfo) -> None:
