@@ -192,10 +192,13 @@ def workers_of(server: int, table: dict[int, tuple[int, str]]) -> list[int]:
     return sorted(pid for pid, (ppid, cmd) in table.items() if ppid == server and " worker " in f" {cmd} ")
 
 
-def rss_kib(pid: int) -> int:
+def rss_kib(pid: int, field: str = "VmRSS") -> int:
+    """A process's resident memory (KiB): `VmRSS` in all, `RssAnon` (heap: Python objects, C libraries'
+    allocations) or `RssFile` (pages of mapped files it has touched: shards, symbol and nls indexes, libraries;
+    the kernel takes them back under pressure)."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1])
     except OSError:
         pass
@@ -213,7 +216,10 @@ def memory(server: int) -> dict[str, Any]:
     serving = [server, *(p for p in descendants(server, table) if p not in worker_tree)]
     return {
         "server": rss_kib(server),
+        "server_anon": rss_kib(server, "RssAnon"),
+        "server_file": rss_kib(server, "RssFile"),
         "serving": sum(rss_kib(p) for p in serving),
+        "serving_anon": sum(rss_kib(p, "RssAnon") for p in serving),
         "workers": sum(rss_kib(p) for p in worker_tree),
         "worker_pids": workers,
         "serving_processes": len(serving),
@@ -391,31 +397,36 @@ def list_tools(url: str, token: str) -> set[str]:
 # --- the server ----------------------------------------------------------------------------------------------
 
 
-# `--tracemalloc SECONDS`: the server runs under tracemalloc (started before codewell is imported) and a daemon
-# thread writes the allocations that grew since the first snapshot (by line, top 40) to a file every SECONDS.
-# tracemalloc costs the server CPU and memory of its own: an opt-in diagnosis of what grows, not a soak figure.
+# `--tracemalloc SECONDS`: a daemon thread in the server starts tracemalloc when the bench says the warm-up is over
+# (a file `<out>.go` appears; tracing start-up and indexing too made them take many minutes), takes its first
+# snapshot SECONDS later, and then every SECONDS writes what grew since that first snapshot (by line, top 40) to a
+# file. What is traced is what was allocated after
+# tracing began: what grows during the soak. tracemalloc costs the server CPU and memory of its own: an opt-in
+# diagnosis of what grows, not a soak figure.
 _TRACED_SERVE = """
-import runpy, sys, threading, time, tracemalloc
-tracemalloc.start(8)
+import os, runpy, sys, threading, time, tracemalloc
 out, every = sys.argv[1], float(sys.argv[2])
 sys.argv = ["codewell", *sys.argv[3:]]
 
 def dump():
-    first = None
+    while not os.path.exists(out + ".go"):
+        time.sleep(1.0)
+    tracemalloc.start(4)
     started = time.monotonic()
+    time.sleep(every)
+    ignored = (tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, "<frozen importlib.*"))
+    first = tracemalloc.take_snapshot().filter_traces(ignored)
     while True:
         time.sleep(every)
-        snapshot = tracemalloc.take_snapshot().filter_traces(
-            (tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, "<frozen importlib.*"))
-        )
-        if first is None:
-            first = snapshot
-            continue
+        snapshot = tracemalloc.take_snapshot().filter_traces(ignored)
         traced, peak = tracemalloc.get_traced_memory()
         with open(out, "a") as f:
-            f.write(f"== {time.monotonic() - started:.0f} s: traced {traced >> 20} MiB (peak {peak >> 20} MiB)\\n")
+            f.write(f"== {time.monotonic() - started:.0f} s traced: {traced >> 20} MiB (peak {peak >> 20} MiB)\\n")
             for stat in snapshot.compare_to(first, "lineno")[:40]:
                 f.write(f"{stat}\\n")
+            f.write("-- by traceback, top 5\\n")
+            for stat in snapshot.compare_to(first, "traceback")[:5]:
+                f.write(f"{stat}\\n" + "".join(f"    {line}\\n" for line in stat.traceback.format()))
 
 threading.Thread(target=dump, daemon=True, name="tracemalloc-dump").start()
 runpy.run_module("codewell", run_name="__main__", alter_sys=True)
@@ -436,6 +447,7 @@ class Server:
         if tracemalloc_every > 0:
             RESULTS.mkdir(exist_ok=True)
             self.tracemalloc_path.write_text("")
+            Path(f"{self.tracemalloc_path}.go").unlink(missing_ok=True)
             launcher = [sys.executable, "-c", _TRACED_SERVE, str(self.tracemalloc_path), str(tracemalloc_every)]
         self.process = subprocess.Popen(
             [*launcher, "serve", "--port", str(self.port)],
@@ -647,12 +659,76 @@ async def soak(server: Server, mix: Mix, sources: list[Source], args: argparse.N
         lead = max(5.0, args.seconds * 0.2)
         await asyncio.to_thread(do_kill, server, sources[0], kill, clock, stop, lead)
 
+    async def tracer() -> None:
+        if args.tracemalloc > 0:  # the server's tracemalloc thread starts tracing at the end of the warm-up
+            await asyncio.sleep(max(0.0, t0 - time.perf_counter()))
+            Path(f"{server.tracemalloc_path}.go").touch()
+
     async def stopper() -> None:
         await asyncio.sleep(max(0.0, end - time.perf_counter()))
         stop.set()
 
-    await asyncio.gather(stopper(), sampler(), floor(), killer(), *(client(i) for i in range(args.clients)))
+    await asyncio.gather(stopper(), tracer(), sampler(), floor(), killer(), *(client(i) for i in range(args.clients)))
     return {"calls": calls, "samples": samples, "healthz": healthz, "kill": kill}
+
+
+async def warm_until_settled(server: Server, mix: Mix, args: argparse.Namespace) -> dict[str, Any]:
+    """The soak's clients and mix, run until the serving RSS settles: no sample of the last --settle-window
+    seconds above its first by more than --settle (a share), after at least --settle-window seconds and at most
+    --warmup-max. The server's caches (search shards and symbol tables mapped and opened, highlighted files,
+    compiled queries) fill during the first minutes of calls; the soak's start sample comes after them, so that
+    its end-over-start ratio speaks of what grows with time, not of what a first use of every tool loads."""
+    url = f"{server.base}/.api/mcp/all"
+    started = time.perf_counter()
+    done = asyncio.Event()
+    samples: list[tuple[float, int]] = []
+    counts = Counter[str]()
+
+    async def client(index: int) -> None:
+        rng = random.Random(10_000 + index)
+        raw = RawClient(url, server.token)
+        n = 0
+        while not done.is_set():
+            tool, arguments, _ = mix.draw(rng)
+            error = await call_once(raw, n, tool, arguments)
+            counts["calls"] += 1
+            counts["errors"] += error is not None
+            n += 1
+        await raw.close()
+
+    async def watcher() -> tuple[float, bool]:
+        while True:
+            await asyncio.sleep(args.sample)
+            now = time.perf_counter() - started
+            samples.append((now, (await asyncio.to_thread(memory, server.pid))["serving"]))
+            window = [rss for at, rss in samples if at >= now - args.settle_window]
+            settled = now >= args.settle_window and max(window) <= window[0] * (1 + args.settle)
+            if settled or now >= args.warmup_max:
+                done.set()
+                return round(now, 1), settled
+
+    (seconds, settled), *_ = await asyncio.gather(watcher(), *(client(i) for i in range(args.clients)))
+    return {
+        "seconds": seconds,
+        "settled": settled,
+        "calls": counts["calls"],
+        "errors": counts["errors"],
+        "serving_first_kib": samples[0][1] if samples else 0,
+        "serving_last_kib": samples[-1][1] if samples else 0,
+    }
+
+
+def settle(server: Server, mix: Mix, args: argparse.Namespace) -> dict[str, Any] | None:
+    """`warm_until_settled` unless --settle is 0, and what it found, printed."""
+    if args.settle <= 0:
+        return None
+    settling = asyncio.run(warm_until_settled(server, mix, args))
+    print(
+        f"caches warm: serving RSS {'settled' if settling['settled'] else 'NOT settled'} after "
+        f"{settling['seconds']:.0f} s of calls ({settling['calls']} calls, {settling['errors']} errors): "
+        f"{settling['serving_first_kib'] // 1024} -> {settling['serving_last_kib'] // 1024} MiB"
+    )
+    return settling
 
 
 def pct(values: list[float]) -> dict[str, float]:
@@ -719,10 +795,19 @@ def summarize(run: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
             "server_start": measured[0]["server"],
             "server_max": max(s["server"] for s in measured),
             "server_end": measured[-1]["server"],
+            "server_anon_start": measured[0]["server_anon"],
+            "server_anon_end": measured[-1]["server_anon"],
+            "server_file_start": measured[0]["server_file"],
+            "server_file_end": measured[-1]["server_file"],
+            "serving_anon_start": measured[0]["serving_anon"],
+            "serving_anon_end": measured[-1]["serving_anon"],
             "workers_start": measured[0]["workers"],
             "workers_max": max(s["workers"] for s in measured),
             "workers_end": measured[-1]["workers"],
-            "samples": [{k: s[k] for k in ("t", "server", "serving", "workers", "worker_pids")} for s in samples],
+            "samples": [
+                {k: s[k] for k in ("t", "server", "server_anon", "server_file", "serving", "workers", "worker_pids")}
+                for s in samples
+            ],
         },
         "kill": {
             "triggered_at_s": round(kill.triggered_at, 1),
@@ -745,7 +830,18 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=600.0, help="length of the soak after the warm-up")
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--repos", type=int, default=len(CORPUS), choices=range(1, len(CORPUS) + 1))
-    parser.add_argument("--warmup", type=float, default=30.0, help="seconds of load before the RSS start sample")
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=0.02,
+        help="before the soak, call the tools until the serving RSS grew at most this share over --settle-window "
+        "seconds (caches warm); 0: no such phase",
+    )
+    parser.add_argument("--settle-window", type=float, default=90.0, help="seconds the RSS must hold still")
+    parser.add_argument("--warmup-max", type=float, default=600.0, help="seconds the settling may take at most")
+    parser.add_argument(
+        "--warmup", type=float, default=30.0, help="seconds of load (after settling) before the RSS start sample"
+    )
     parser.add_argument(
         "--kill-at", type=float, default=0.5, help="when the kill's commit goes in (share of --seconds)"
     )
@@ -794,10 +890,12 @@ def main() -> None:
                 f"mix: {', '.join(sorted(mix.makers))}; soak of {args.seconds:.0f} s with {args.clients} clients "
                 f"after {args.warmup:.0f} s of warm-up (load average {load_start[0]:.1f})"
             )
+            settling = settle(server, mix, args)
             run = asyncio.run(soak(server, mix, sources, args))
             if run["kill"].job is not None:
                 run["kill"].job["repo_name"] = sources[0].name
             summary = summarize(run, args)
+            summary["settling"] = settling
         except BaseException:
             print(f"the server's log ends with:\n{server.tail()}")
             raise
@@ -847,7 +945,10 @@ def report(s: dict[str, Any]) -> None:
         f"RSS serving (server + search pool): start {r['serving_start'] // mib} MiB, max {r['serving_max'] // mib} "
         f"MiB, end {r['serving_end'] // mib} MiB (x{r['serving_end_over_start']}); server alone "
         f"{r['server_start'] // mib}/{r['server_max'] // mib}/{r['server_end'] // mib} MiB; job workers "
-        f"{r['workers_start'] // mib}/{r['workers_max'] // mib}/{r['workers_end'] // mib} MiB"
+        f"{r['workers_start'] // mib}/{r['workers_max'] // mib}/{r['workers_end'] // mib} MiB; server heap (RssAnon) "
+        f"{r['server_anon_start'] // mib} -> {r['server_anon_end'] // mib} MiB, mapped files (RssFile) "
+        f"{r['server_file_start'] // mib} -> {r['server_file_end'] // mib} MiB; serving heap "
+        f"{r['serving_anon_start'] // mib} -> {r['serving_anon_end'] // mib} MiB"
     )
     k = s["kill"]
     job = k["job"]

@@ -76,6 +76,8 @@ SMOKES: dict[str, Smoke] = {
             "2",
             "--warmup",
             "3",
+            "--settle",
+            "0",
             "--rss-limit",
             "2",
             "--out",
