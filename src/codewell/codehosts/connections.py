@@ -51,6 +51,7 @@ KIND_LABELS = {
 }
 # The scopes discovery and permission sync need, per kind whose API reports a token's scopes.
 NEEDED_SCOPES = {"github": ("repo", "read:org"), "gitlab": ("read_api",)}
+NO_SCOPES = {kind: f"{label} does not report a token's scopes" for kind, label in KIND_LABELS.items()}
 SAMPLE = 5  # repository names shown by a probe
 CONFIG_HINT = "fix the site config on /site-admin/configuration first"
 
@@ -235,9 +236,11 @@ def _identity(client: HostClient) -> list[Check]:
     """Who the token belongs to and, where the host says, its scopes; HostError when the token is refused."""
     kind = client.connection.kind
     if kind == "bitbucketserver":
-        # Bitbucket Server names no owner over its REST API for a bearer token: a read that needs it is the check.
-        client.http.get("repos", {"limit": 1})
-        return [Check("token accepted", True, f"{client.api} answered")]
+        # Its REST API does not say whose a token is; the whoami servlet does (empty: anonymous, token ignored).
+        who = client.http.text(f"{client.connection.url}plugins/servlet/applinks/whoami").strip()
+        if not who:
+            raise HostError("the host answered as to an anonymous user: it did not take the token")
+        return [Check("token accepted", True, f"signed in as {who}"), Check("scopes", None, NO_SCOPES[kind])]
     path = {"gerrit": "accounts/self"}.get(kind, "user")
     page = client.http.get(path)
     body = page.body if isinstance(page.body, dict) else {}
@@ -245,7 +248,7 @@ def _identity(client: HostClient) -> list[Check]:
     checks = [Check("token accepted", True, f"signed in as {who}")]
     needed = NEEDED_SCOPES.get(kind)
     if needed is None:
-        checks.append(Check("scopes", None, f"{KIND_LABELS[kind]} does not report a token's scopes"))
+        checks.append(Check("scopes", None, NO_SCOPES[kind]))
         return checks
     scopes = _scopes(client, page.headers)
     if scopes is None:

@@ -11,11 +11,13 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import json5
 import pytest
 import requests
 
+from codewell.codehosts.connections import ConnectionService, NewConnection
 from codewell.core.actors import INTERNAL
 from codewell.repos.service import RepoService
 from codewell.runtime import Runtime
@@ -218,3 +220,37 @@ def test_an_existing_id_is_refused_and_only_admins_may_add_or_test(site: Site) -
     assert [e["id"] for e in site.entries()] == ["lab"]
     assert site.post(root, f"{PAGE}/nope/test").status_code == 404
     assert json.loads(site.runtime.site_config.path.read_text())  # still valid JSON
+
+
+@pytest.mark.parametrize(
+    ("kind", "fields", "token"),
+    [
+        ("bitbucketcloud", {"username": "svc", "scopes": ("ws",)}, "pat"),
+        ("bitbucketserver", {"scopes": ("ws",)}, "pat"),
+        ("gerrit", {"username": "svc"}, "svc-http"),  # Gerrit takes the account's HTTP password
+    ],
+)
+def test_the_other_hosts_are_probed_through_their_own_apis(
+    runtime: Runtime, host: FakeCodeHost, tmp_path: Path, kind: str, fields: dict[str, Any], token: str
+) -> None:
+    host.users["svc"].http_password = "svc-http"
+    add_repo(host, tmp_path, 501, "ws/shared", visibility="public")
+    add_repo(host, tmp_path, 502, "ws/secret", visibility="private")
+    secret = host.pat("svc") if token == "pat" else token
+    connections = runtime.get(ConnectionService)
+    connections.add(INTERNAL, NewConnection(id="other", kind=kind, url=host.url, token=secret, **fields))
+    probe = connections.test(INTERNAL, "other")
+    checks = {c.name: (c.ok, c.detail) for c in probe.checks}
+    assert checks["token accepted"] == (True, "signed in as svc")
+    assert checks["scopes"][0] is None  # these hosts do not say
+    assert checks["repositories"][0] is True
+    assert checks["repositories"][1].startswith("2 visible (")  # Gerrit's projects all count as private
+    assert "ws/shared" in checks["repositories"][1]
+    assert probe.ok
+    assert runtime.get(RepoService).all_repos(INTERNAL) == []
+
+    # A wrong secret: refused by the host, said as such.
+    Path(str(runtime.config.code_host_connections[0].token_file)).write_text("wrong\n")
+    refused = {c.name: c for c in connections.test(INTERNAL, "other").checks}
+    assert refused["token accepted"].ok is False
+    assert "check the token and the URL" in refused["token accepted"].detail
