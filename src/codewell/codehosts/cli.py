@@ -1,4 +1,5 @@
-"""`codewell codehosts status|sync|sync-user|sync-repo` (thin over CodeHostService; acts as INTERNAL)."""
+"""`codewell codehosts status|test|sync|sync-user|sync-repo` (thin over CodeHostService and ConnectionService; acts
+as INTERNAL)."""
 
 from __future__ import annotations
 
@@ -83,6 +84,26 @@ def sync(ctx: click.Context, connection_id: str | None, no_permissions: bool) ->
             click.echo(f"error: {cid}: {report.error}", err=True)
     if failed:
         fail(f"{failed} of {len(ids)} connections failed", "see `codewell codehosts status`")
+
+
+@codehosts.command("test")
+@click.argument("connection_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the shape of POST /.api/codehosts/{id}/test).")
+@click.pass_context
+@handle_errors
+def test(ctx: click.Context, connection_id: str, as_json: bool) -> None:
+    """Ask the host what the connection's token can do: token, whose, scopes, repositories (changes nothing)."""
+    from codewell.codehosts.connections import ConnectionService  # noqa: PLC0415 - lazy command
+
+    probe = open_runtime(ctx).get(ConnectionService).test(INTERNAL, connection_id)
+    if as_json:
+        click.echo(json.dumps(probe.as_json(), indent=2))
+    else:
+        for check in probe.checks:
+            outcome = {True: "works", False: "fails", None: "note"}[check.ok]
+            click.echo(f"{outcome:5} {check.name}: {check.detail}")
+    if not probe.ok:
+        fail(f"{connection_id}: something does not work (the lines above say what)")
 
 
 @codehosts.command("sync-user")

@@ -6,6 +6,7 @@ what to fix and leave nothing behind. The host is the loopback fake speaking Git
 from __future__ import annotations
 
 import json
+import os
 import re
 import stat
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from codewell.codehosts.connections import ConnectionService, NewConnection
 from codewell.core.actors import INTERNAL
 from codewell.repos.service import RepoService
 from codewell.runtime import Runtime
+from tests import cliprocess
 from tests.browser import serve_app
 from tests.factories import make_user
 from tests.fakes.codehosts import FakeCodeHost
@@ -254,3 +256,36 @@ def test_the_other_hosts_are_probed_through_their_own_apis(
     refused = {c.name: c for c in connections.test(INTERNAL, "other").checks}
     assert refused["token accepted"].ok is False
     assert "check the token and the URL" in refused["token accepted"].detail
+
+
+def test_codewell_codehosts_test_prints_each_check_and_fails_when_one_fails(
+    tmp_path: Path, database_url: str, host: FakeCodeHost
+) -> None:
+    add_repo(host, None, 1, "acme/one", visibility="public")
+    token_file = tmp_path / "token"
+    token_file.write_text(host.pat("svc") + "\n")
+    config = tmp_path / "site.json"
+    connection = {"id": "gh", "kind": "github", "url": host.url, "tokenFile": str(token_file), "orgs": ["acme"]}
+    config.write_text(json.dumps({"codeHostConnections": [connection]}))
+    env = {
+        **os.environ,
+        "CODEWELL_DATA_DIR": str(tmp_path / "data"),
+        "CODEWELL_SITE_CONFIG": str(config),
+        "CODEWELL_DATABASE_URL": database_url,
+    }
+    shown = cliprocess.run("codehosts", "test", "gh", env=env, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines() == [
+        "works token: read from tokenFile",
+        "works token accepted: signed in as svc",
+        "note  scopes: not reported for this token (a fine-grained or project token)",
+        "works repositories: 1 visible (0 private): acme/one",
+        "note  permission sync: off: authorization is false (only site admins and grants)",
+    ]
+    as_json = cliprocess.run("codehosts", "test", "gh", "--json", env=env, timeout=120)
+    assert json.loads(as_json.stdout)["ok"] is True
+    token_file.unlink()
+    failed = cliprocess.run("codehosts", "test", "gh", env=env, timeout=120)
+    assert failed.returncode == 1
+    assert failed.stdout.startswith("fails token: cannot read tokenFile")
+    assert "error: gh: something does not work" in failed.stderr
