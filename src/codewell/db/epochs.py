@@ -25,7 +25,6 @@ Within one request (one `authz.scope`) the epochs are read once, on first need, 
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -94,7 +93,10 @@ class CacheEpochs:
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        self._lock = threading.Lock()
+        # Outside a transaction on PostgreSQL: a read in one costs three round trips (BEGIN, the SELECT, and the
+        # pool's ROLLBACK on return), in autocommit one (~0.2 ms instead of ~0.4 on loopback, loaded). SQLite's
+        # driver would pay more to switch its mode (~0.1 ms) than its read costs (~0.04 ms).
+        self._engine = db.engine if db.is_sqlite else db.engine.execution_options(isolation_level="AUTOCOMMIT")
 
     @classmethod
     def create(cls, runtime: Runtime) -> Self:
@@ -102,7 +104,7 @@ class CacheEpochs:
 
     def read(self) -> Epochs:
         """The epochs committed now (one query on the driver's cursor: no ORM, no result processing)."""
-        with self.db.engine.connect() as connection:
+        with self._engine.connect() as connection:
             cursor = connection.connection.cursor()
             try:
                 cursor.execute(_READ)
