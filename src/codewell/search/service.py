@@ -105,6 +105,8 @@ INDEX_BATCH_REPOS = 256
 # Readable repositories without an index are named one by one up to this many; more are counted.
 _SKIPPED_DETAIL = 20
 _SKIPPED_TTL_SECONDS = 10.0
+# Readable-id sets whose bitmap the web tier of a cluster remembers (one per user searching at the moment).
+_PACKED_SETS = 256
 # A replica drops a repository this long after its new owner first said it holds it (queries in flight meanwhile).
 HANDOVER_GRACE_SECONDS = 10.0
 # How often the open shards' files are compared with their mappings (~2 µs a file: a few hundred µs a second).
@@ -318,6 +320,8 @@ class SearchService:
         self._held_names: tuple[_View, dict[str, int]] | None = None
         self._searched = threading.local()  # the view each thread's last search read (`held(searched=True)`)
         self._handed: dict[int, float] = {}  # repository → when its new owner was first seen holding it
+        self._packed_memo: OrderedDict[int, tuple[frozenset[int], np.ndarray, str]] = OrderedDict()
+        self._packed_lock = threading.Lock()
 
     def _pool(self) -> ProcessPoolExecutor | None:
         """Verification processes for exhaustive searches of big shards (started on first need)."""
@@ -369,6 +373,24 @@ class SearchService:
                 self._fanout = Fanout(internal_token(self.runtime.secret_key()))
             return self._fanout
 
+    def _packed(self, ids: frozenset[int]) -> tuple[np.ndarray, str]:
+        """The readable ids as an array and as the bitmap sent to the replicas, for the last few sets seen: the
+        catalog hands back the same set object while no access data changes (repos/catalog.py), so a request
+        pays for neither (~0.9 ms at 10,000 repositories)."""
+        with self._packed_lock:
+            entry = self._packed_memo.get(id(ids))
+            if entry is not None and entry[0] is ids:
+                self._packed_memo.move_to_end(id(ids))
+                return entry[1], entry[2]
+        array = np.fromiter(ids, dtype=np.int64)
+        packed = encode_ids(array.tolist())
+        with self._packed_lock:
+            # The set itself is kept with its entry, so that its id cannot name another set meanwhile.
+            self._packed_memo[id(ids)] = (ids, array, packed)
+            while len(self._packed_memo) > _PACKED_SETS:
+                self._packed_memo.popitem(last=False)
+        return array, packed
+
     def _search_replicas(self, actor: Actor, query: str, count: int | None, timeout: float | None) -> SearchResults:
         started = time.monotonic()
         q = parse_query(query)  # a malformed query is refused here, before anything is sent
@@ -376,13 +398,13 @@ class SearchService:
         if q.count_all and count:
             limit = count
         deadline = started + (timeout if timeout is not None else q.timeout)
-        readable = np.fromiter(self.repos.readable_ids(actor), dtype=np.int64)
+        readable, packed = self._packed(self.repos.readable_ids(actor))
         replicas = self.runtime.get(JobService).replicas()
         body = {
             "actor": encode_actor(actor),
             # Each replica scores its files beside its symbol tables; the merged page is sorted here, once.
             "rank": False,
-            "readable": encode_ids(readable.tolist()),
+            "readable": packed,
             "query": query,
             "count": count,
             "timeout": max(0.05, deadline - time.monotonic()),
