@@ -327,6 +327,7 @@ ROWS: list[Row] = [
     Row("POST", "/site-admin/jobs/{job_id}/{action}", "401 403 403 403 404", fixed(job_id="999999", action="cancel")),
     Row("POST", "/site-admin/code-hosts/{connection_id}/sync", "401 403 403 403 404", fixed(connection_id="nope")),
     Row("POST", "/site-admin/code-hosts/{connection_id}/test", "401 403 403 403 404", fixed(connection_id="nope")),
+    Row("POST", "/site-admin/code-hosts/{connection_id}/remove", "401 403 403 403 404", fixed(connection_id="nope")),
     # An empty form: the admin is told what is missing (400), nothing is added.
     Row("POST", "/site-admin/code-hosts", "401 403 403 403 400", form={}),
     Row("GET", "/settings/code-hosts", SIGNED_IN),

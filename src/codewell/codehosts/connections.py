@@ -5,6 +5,13 @@ live: the schedule discovers the new one within seconds, as if it had been writt
 written to `<shared dir>/codehosts/<id>.token` (mode 0600) and the entry names that file (`tokenFile`), so that
 the token never sits in the site config; an admin may name an environment variable (`tokenEnv`) instead.
 
+`ConnectionService.remove` takes a connection out of `codeHostConnections` and deletes the token file the form
+wrote. Its repositories stay registered and searchable unless the admin asks to remove them too (they hold
+the code people may still want to read; nothing fetches them with the connection's token any more, so a
+private one stops updating). What the connection synced is dropped at once: the read grants it wrote (so
+stale permissions never outlive the connection; its private repositories are then read by site admins and
+explicit grants only) and its discovery and sync records (an ID used again starts afresh).
+
 `ConnectionService.test` is a probe that changes nothing: it reads the token, asks the host who the token
 belongs to and which scopes it carries (where the host says), lists the repositories discovery would find
 (without registering any) and says whether permission sync is on. Each check is a line with its outcome, so an
@@ -21,15 +28,19 @@ from typing import TYPE_CHECKING, Any, Self
 
 import json5
 from pydantic import ValidationError
+from sqlalchemy import delete
 
+from codewell.accounts.audit import AuditService
 from codewell.authz import Action, ensure
 from codewell.codehosts.clients import HostClient, client_for
+from codewell.codehosts.models import CodeHostRepoRow, ConnectionStateRow, UserSyncRow
 from codewell.codehosts.service import CodeHostService, read_token
 from codewell.config import SiteConfig
 from codewell.config.codehosts import CODE_HOST_KINDS, CodeHostConnection
-from codewell.core.actors import Actor
+from codewell.core.actors import INTERNAL, Actor
 from codewell.core.errors import InvalidInput
 from codewell.hostapi.http import HostError, Missing
+from codewell.repos.service import RepoService
 
 if TYPE_CHECKING:
     from codewell.runtime import Runtime
@@ -122,6 +133,19 @@ class Probe:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class Removal:
+    """What removing a connection did: the repositories it had registered that stay, and those removed."""
+
+    id: str
+    label: str
+    kept: list[str]
+    removed: list[str]
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 def _field_of(loc: tuple[int | str, ...]) -> str:
     """The form's name of a validation error's location (the config's alias: what docs/codehosts.md uses)."""
     names = {name: info.alias or name for name, info in CodeHostConnection.model_fields.items()}
@@ -192,6 +216,67 @@ class ConnectionService:
             token_file.unlink(missing_ok=True)
             raise
         return connection
+
+    # -- remove ---------------------------------------------------------------------------------------------
+    def registered(self, actor: Actor) -> dict[str, list[str]]:
+        """The repositories each connection registered (by connection ID, names sorted)."""
+        ensure(actor, Action.REPOS_MANAGE)
+        by_source: dict[str, list[str]] = {}
+        for repo in self.runtime.get(RepoService).all_repos(INTERNAL):
+            by_source.setdefault(repo.source, []).append(repo.name)
+        return {c.id: sorted(by_source.get(c.source, [])) for c in self.hosts.connections()}
+
+    def remove(self, actor: Actor, connection_id: str, *, with_repos: bool = False) -> Removal:
+        """Take the connection out of the site config, delete the token file the form wrote for it and what it
+        synced (read grants, discovery and sync records); remove its repositories too when `with_repos`.
+
+        NotFound for an unknown ID; InvalidInput when the site config file cannot be read as JSON (nothing
+        changed then)."""
+        ensure(actor, Action.SITE_ADMIN)
+        connection = self.hosts.connection(actor, connection_id)
+        store = self.runtime.site_config
+        data = self._config_data()
+        entries = data.get("codeHostConnections", [])
+        data["codeHostConnections"] = [e for e in entries if not (isinstance(e, dict) and e.get("id") == connection.id)]
+        if len(data["codeHostConnections"]) == len(entries):
+            # Defined by an include or an override the file does not hold: removing here would not take.
+            raise InvalidInput(
+                f"connection {connection.id!r} is not in the site config file {store.path}",
+                hint="remove it where it is defined",
+            )
+        repos = self.runtime.get(RepoService)
+        names = self.registered(actor).get(connection.id, [])
+        store.write_text(json.dumps(data, indent=2))
+        # Only the file the form wrote (a tokenFile written by hand may be shared with something else).
+        if connection.token_file and Path(connection.token_file) == self.token_dir() / f"{connection.id}.token":
+            Path(connection.token_file).unlink(missing_ok=True)
+        repos.clear_permission_source(INTERNAL, connection.source)
+        with self.hosts.db.session() as session:
+            for table in (ConnectionStateRow, CodeHostRepoRow, UserSyncRow):
+                session.execute(delete(table).where(table.connection_id == connection.id))
+        removed: list[str] = []
+        if with_repos:
+            for name in names:
+                repos.remove_repo(INTERNAL, name)
+                removed.append(name)
+        kept = [n for n in names if n not in removed]
+        self.runtime.get(AuditService).record(
+            "codehosts.connection",
+            "removed",
+            actor=actor,
+            details={"connection": connection.id, "reposKept": len(kept), "reposRemoved": len(removed)},
+        )
+        return Removal(connection.id, connection.label, kept, removed)
+
+    def _config_data(self) -> dict[str, Any]:
+        text = self.runtime.site_config.path.read_text(encoding="utf-8")
+        try:
+            data = json5.loads(text) if text.strip() else {}
+        except ValueError:
+            raise InvalidInput("the site config file is not valid JSON", hint=CONFIG_HINT) from None
+        if not isinstance(data, dict):
+            raise InvalidInput("the site config file is not a JSON object", hint=CONFIG_HINT)
+        return data
 
     # -- test -----------------------------------------------------------------------------------------------
     def test(self, actor: Actor, connection_id: str) -> Probe:

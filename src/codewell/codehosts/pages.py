@@ -1,5 +1,6 @@
-"""Pages of codehosts (thin: the services decide): `/site-admin/code-hosts` (every connection's status with "Test"
-and "Sync now" buttons, and a form that adds a connection, site admins) and `/settings/code-hosts` (the signed-in
+"""Pages of codehosts (thin: the services decide): `/site-admin/code-hosts` (every connection's status with "Test",
+"Sync now" and "Remove" (which says how many repositories stay registered and offers to remove them too), and a
+form that adds a connection, site admins) and `/settings/code-hosts` (the signed-in
 user's own permission sync status with "Sync now").
 
 After a POST the page redirects back with `?done=<code>` (and the connection ID): the notice is one of the fixed
@@ -8,6 +9,7 @@ texts below, never text taken from the URL.
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlencode
 
 from starlette.concurrency import run_in_threadpool
@@ -34,8 +36,15 @@ ADMIN_NOTICES = {
     "synced": "Synced {label}: its status below is the result.",
     "failed": "The sync of {label} failed: its error is below.",
 }
+REMOVED = "Removed the connection {label}."
+KEPT = (
+    " Its {count} repositories stay registered and searchable but are no longer discovered or fetched with its"
+    " token; remove them on the Repositories page if they are not wanted."
+)
+REMOVED_REPOS = " Its {count} repositories were removed too."
 # The fields the add form gives back after a mistake: never the token.
 FORM_FIELDS = ("id", "kind", "url", "displayName", "tokenEnv", "username", "scopes", "repos", "authorization")
+CONNECTION_ID = re.compile(r"[a-z0-9][a-z0-9_\-]{0,39}")  # config/codehosts.py's rule for an ID
 USER_NOTICES = {"synced": "Your repository permissions were synced: the status below is the result."}
 
 
@@ -49,11 +58,20 @@ def _service(request: Request) -> CodeHostService:
 async def admin_page(request: Request) -> Response:
     actor = require(request, Action.REPOS_MANAGE)
     notice = ""
-    template = ADMIN_NOTICES.get(request.query_params.get("done", ""))
+    params = request.query_params
+    template = ADMIN_NOTICES.get(params.get("done", ""))
     statuses = await run_in_threadpool(_service(request).status, actor)
-    shown = next((s for s in statuses if s.id == request.query_params.get("id")), None)
+    shown = next((s for s in statuses if s.id == params.get("id")), None)
     if template is not None and shown is not None:
         notice = template.format(label=shown.label)
+    elif params.get("done") == "removed":
+        # The connection is gone: its ID is shown only if it is a valid one (never arbitrary text from the URL).
+        label = params.get("id", "")
+        kept, removed = params.get("kept", ""), params.get("removed", "")
+        if CONNECTION_ID.fullmatch(label) and kept.isdigit() and removed.isdigit():
+            notice = REMOVED.format(label=label)
+            notice += KEPT.format(count=kept) if int(kept) else ""
+            notice += REMOVED_REPOS.format(count=removed) if int(removed) else ""
     return await _render_admin(request, actor, notice=notice)
 
 
@@ -68,11 +86,13 @@ async def _render_admin(
     status_code: int = 200,
 ) -> Response:
     statuses = await run_in_threadpool(_service(request).status, actor)
+    registered = await run_in_threadpool(runtime_of(request).get(ConnectionService).registered, actor)
     return render(
         request,
         "codehosts/admin_codehosts.html",
         status_code=status_code,
         connections=statuses,
+        registered=registered,
         notice=notice,
         error=error,
         form={**dict.fromkeys(FORM_FIELDS, ""), "kind": "github", **(form or {})},
@@ -135,6 +155,24 @@ async def admin_sync(request: Request) -> Response:
     return RedirectResponse(f"{ADMIN_PATH}?{urlencode({'done': done, 'id': connection_id})}", status_code=303)
 
 
+async def admin_remove(request: Request) -> Response:
+    """`POST /site-admin/code-hosts/{id}/remove`: take the connection out of the site config (and its repositories
+    too when `repos=remove`), then back to the page, which says what stayed."""
+    actor = require(request, Action.SITE_ADMIN)
+    form = await request.form()
+    verify_form(request, form)
+    connections = runtime_of(request).get(ConnectionService)
+    with_repos = form_text(form, "repos") == "remove"
+    connection_id = request.path_params["connection_id"]
+    try:
+        removal = await run_in_threadpool(lambda: connections.remove(actor, connection_id, with_repos=with_repos))
+    except InvalidInput as exc:
+        error = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+        return await _render_admin(request, actor, error=error, status_code=exc.http_status)
+    query = {"done": "removed", "id": removal.id, "kept": len(removal.kept), "removed": len(removal.removed)}
+    return RedirectResponse(f"{ADMIN_PATH}?{urlencode(query)}", status_code=303)
+
+
 # -- the user's own status ------------------------------------------------------------------------------------
 
 
@@ -167,6 +205,7 @@ def pages(runtime: Runtime) -> list[BaseRoute]:
         Route(ADMIN_PATH, admin_create, methods=["POST"]),
         Route(ADMIN_PATH + "/{connection_id}/test", admin_test, methods=["POST"]),
         Route(ADMIN_PATH + "/{connection_id}/sync", admin_sync, methods=["POST"]),
+        Route(ADMIN_PATH + "/{connection_id}/remove", admin_remove, methods=["POST"]),
         Route(USER_PATH, user_page, methods=["GET"]),
         Route(USER_PATH + "/sync", user_sync, methods=["POST"]),
     ]

@@ -289,3 +289,60 @@ def test_codewell_codehosts_test_prints_each_check_and_fails_when_one_fails(
     assert failed.returncode == 1
     assert failed.stdout.startswith("fails token: cannot read tokenFile")
     assert "error: gh: something does not work" in failed.stderr
+
+
+def test_an_admin_removes_a_connection_keeping_or_removing_its_repositories(site: Site) -> None:
+    """Remove says how many repositories the connection registered; by default they stay registered (and
+    searchable), the config entry, the token file the form wrote and the connection's synced grants go; asked
+    to, its repositories are removed too."""
+    root = site.sign_in("root")
+    form = {"kind": "github", "id": "acme-gh", "url": site.host.url, "token": site.host.pat("svc"), "scopes": "acme"}
+    assert site.post(root, PAGE, form).status_code == 303
+    assert site.post(root, f"{PAGE}/acme-gh/sync").status_code == 303
+    token_file = site.runtime.settings.shared_dir / "codehosts" / "acme-gh.token"
+    assert token_file.exists()
+    repos = site.runtime.get(RepoService)
+    names = ["127.0.0.1/acme/public", "127.0.0.1/acme/secret"]
+    assert sorted(r.name for r in repos.all_repos(INTERNAL)) == names
+
+    page = root.get(site.base + PAGE, timeout=30).text
+    # The page's title is the title (it once swallowed the add form, CSRF token included).
+    assert re.search(r"<title>Code hosts · site admin[^<]*</title>", page), page[:400]
+    details = re.search(r'<details class="remove-connection".*?</details>', page, re.S)
+    assert details, page
+    offer = " ".join(details.group(0).split())
+    listed = "2 repositories registered by acme-gh (127.0.0.1/acme/public, 127.0.0.1/acme/secret)"
+    assert f"{listed} stay registered" in offer
+    assert 'name="repos" value="remove"' in offer
+
+    # Not for others; an unknown connection is a 404; nothing changed.
+    alice = site.sign_in("alice")
+    assert site.post(alice, f"{PAGE}/acme-gh/remove").status_code == 403
+    assert site.post(root, f"{PAGE}/nope/remove").status_code == 404
+    assert [e["id"] for e in site.entries()] == ["acme-gh"]
+
+    removed = site.post(root, f"{PAGE}/acme-gh/remove", {"repos": "keep"})
+    assert removed.status_code == 303, removed.text
+    assert removed.headers["location"] == f"{PAGE}?done=removed&id=acme-gh&kept=2&removed=0"
+    assert site.entries() == []
+    assert site.runtime.config.code_host_connections == []  # reloaded at once
+    assert not token_file.exists()
+    assert sorted(r.name for r in repos.all_repos(INTERNAL)) == names
+    shown = root.get(site.base + removed.headers["location"], timeout=30).text
+    assert "Removed the connection acme-gh. Its 2 repositories stay registered and searchable" in shown
+    assert '<tr data-connection="acme-gh">' not in shown
+    # A forged notice shows nothing taken from the address.
+    forged = root.get(site.base + PAGE, params={"done": "removed", "id": "<b>x", "kept": "1", "removed": "0"}).text
+    assert "Removed the connection" not in forged
+
+    # Added again under the same ID (it finds its repositories registered by the old source): remove them too.
+    for name in names:
+        repos.remove_repo(INTERNAL, name)
+    assert site.post(root, PAGE, form).status_code == 303
+    assert site.post(root, f"{PAGE}/acme-gh/sync").status_code == 303
+    assert len(repos.all_repos(INTERNAL)) == 2
+    removed = site.post(root, f"{PAGE}/acme-gh/remove", {"repos": "remove"})
+    assert removed.headers["location"] == f"{PAGE}?done=removed&id=acme-gh&kept=0&removed=2"
+    assert repos.all_repos(INTERNAL) == []
+    assert site.entries() == []
+    assert "Its 2 repositories were removed too." in root.get(site.base + removed.headers["location"]).text

@@ -107,6 +107,21 @@ def test_a_site_admin_connects_tests_and_syncs_a_code_host(runtime: Runtime, hos
             _no_violations(tab, axe, found, "synced")
             names = sorted(r.name for r in runtime.get(RepoService).all_repos(INTERNAL))
             assert names == ["127.0.0.1/acme/api", "127.0.0.1/acme/billing"]
+
+            # Remove: the offer says what happens to the two repositories; removing them too is a choice.
+            remove = tab.locator('tr[data-connection="acme"] [data-field="remove"]')
+            remove.locator("summary").click()
+            expect(remove).to_contain_text("2 repositories registered by Acme GitHub")
+            _no_violations(tab, axe, found, "remove offered")
+            remove.get_by_label("Remove them too").check()
+            with tab.expect_navigation():
+                tab.click("button[aria-label='Remove connection Acme GitHub']")
+            expect(tab.locator("#codehosts-notice")).to_have_text(
+                "Removed the connection acme. Its 2 repositories were removed too."
+            )
+            expect(tab.locator("#no-codehosts")).to_be_visible()
+            _no_violations(tab, axe, found, "removed")
+            assert runtime.get(RepoService).all_repos(INTERNAL) == []
             assert found == {}
             assert [m for m in console if "Content Security Policy" in m] == []
         finally:
