@@ -24,6 +24,7 @@ from codewell.core.errors import InvalidInput
 from codewell.history.diffs import FileDiff
 from codewell.history.service import LOG_PAGE_DEFAULT, Blame, HistoryService
 from codewell.http import urls
+from codewell.http.lines import asked_lines, line_pages, line_window, start_at
 from codewell.http.paths import repo_and_revision
 from codewell.http.requests import actor_of, runtime_of
 from codewell.http.templates import render
@@ -135,7 +136,11 @@ async def compare_page(request: Request) -> Response:
     )
 
 
-def blame_rows(blame: Blame) -> Markup:
+# The length assumed before a file is read: any asked line is on a page then (http/lines.py clamps to it).
+UNKNOWN_LENGTH = 2**31
+
+
+def blame_rows(blame: Blame, hit: tuple[int, int] | None = None) -> Markup:
     """The blame table's rows as one HTML string: built here rather than in a Jinja loop, which costs ~60 us a row
     on a busy machine (a whole file of thousands of lines). Numbers are ints, every text from the repository is
     escaped."""
@@ -149,8 +154,9 @@ def blame_rows(blame: Blame) -> Markup:
                 f"{escape(info.sha[:8])}</a> {escape(info.author_name)} "
                 f'<span class="muted">{info.committed_at.strftime("%Y-%m-%d")}</span>'
             )
+        mark = ' class="hit"' if hit is not None and hit[0] <= line.number <= hit[1] else ""
         out.append(
-            f'<tr id="L{line.number}"><td class="who">{who}</td>'
+            f'<tr id="L{line.number}"{mark}><td class="who">{who}</td>'
             f'<td class="num"><a href="#L{line.number}">{line.number}</a></td><td>{escape(line.text)}</td></tr>'
         )
     return Markup("\n".join(out))
@@ -159,9 +165,25 @@ def blame_rows(blame: Blame) -> Markup:
 async def blame_page(request: Request) -> Response:
     actor, runtime = actor_of(request), runtime_of(request)
     name, revision = repo_and_revision(request)
-    path = str(request.path_params["path"]).strip("/")
-    blame = await run_in_threadpool(runtime.get(HistoryService).blame, actor, name, revision, path)
+    path, hit = asked_lines(request, str(request.path_params["path"]))
+    path = path.strip("/")
+    service = runtime.get(HistoryService)
+
+    def page() -> tuple[Blame, tuple[int, int]]:
+        # The page of a long file holding the asked line (http/lines.py, as the file view): libgit2 blames that
+        # page's lines only. The file's length is known once it is read: an asked line past the end (clamped to
+        # the last page, as the file view does) costs a second call.
+        asked = start_at(request)
+        window = line_window(UNKNOWN_LENGTH, hit, asked)
+        blame = service.blame(actor, name, revision, path, lines=window)
+        real = line_window(blame.total_lines, hit, asked)
+        if blame.total_lines and real[0] != window[0]:
+            blame = service.blame(actor, name, revision, path, lines=real)
+        return blame, real
+
+    blame, window = await run_in_threadpool(page)
     shown = revision or blame.revision
+    base = f"/{blame.repo}@{shown}/-/blame/{blame.path}"
     return render(
         request,
         "history/blame.html",
@@ -169,8 +191,11 @@ async def blame_page(request: Request) -> Response:
         revision=shown,
         repo_url=urls.repo_url("", blame.repo),
         file_url=urls.blob_url("", blame.repo, shown, blame.path),
+        raw_url=urls.raw_url("", blame.repo, blame.commit, blame.path),
         history_url=commits_url(blame.repo, shown, blame.path),
-        rows=blame_rows(blame),
+        rows=blame_rows(blame, hit),
+        window=window,
+        pages=line_pages(base, blame.total_lines, window),
     )
 
 

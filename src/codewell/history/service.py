@@ -93,7 +93,8 @@ class BlameLine:
 
 @dataclass(frozen=True, slots=True)
 class Blame:
-    """Who last changed each line of a file at a revision (the whole file; files over 5 MB are refused)."""
+    """Who last changed each line of a file at a revision: the whole file, or the `lines` range asked for (a page
+    of a long file). A file over 5 MB has no lines, `too_big` and a notice saying its size."""
 
     repo: str
     revision: str
@@ -101,6 +102,8 @@ class Blame:
     path: str
     lines: list[BlameLine]
     truncated: bool
+    total_lines: int = 0
+    too_big: str = ""  # the notice of a file too big to blame (its size, where to read it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,19 +362,28 @@ class HistoryService:
             parent=str(parent) if parent is not None else None,
         )
 
-    def blame(self, actor: Actor, repo: str, revision: str | None, path: str) -> Blame:
+    def blame(
+        self, actor: Actor, repo: str, revision: str | None, path: str, *, lines: tuple[int, int] | None = None
+    ) -> Blame:
         """The commit that last changed each line of `path` at `revision` (libgit2's blame, renames followed
-        within the file's own history as libgit2 does)."""
+        within the file's own history as libgit2 does): every line, or those of `lines` (first, last; clamped to
+        the file), which libgit2 then blames alone (a page of a long file costs that page)."""
         resolved = self.repos.resolve(actor, repo, revision)
         # The whole file (blame is for people's pages; the 200-line cut is for agents' read_file).
         content = self.repos.read_file(actor, repo, path, revision=resolved.commit, whole=True)
         if content.binary:
             raise InvalidInput("binary files have no blame", hint="open the file's history instead")
+        name = resolved.repo.name
         if content.truncated and not content.lines:
-            raise InvalidInput(content.notice or "file too big to blame", hint="open the raw file")
+            too_big = content.notice or "This file is too big to blame here."
+            return Blame(name, resolved.revision, resolved.commit, content.path, [], True, content.total_lines, too_big)
+        total = len(content.lines)
+        first, last = (1, total) if lines is None else (max(1, lines[0]), min(total, lines[1]))
+        texts = content.lines[first - 1 : last] if first <= last else []
         git_repo = self.mirrors.open(resolved.repo.mirror_path)
-        last = content.start_line + len(content.lines) - 1
-        hunks = git_repo.blame(content.path, newest_commit=resolved.commit, min_line=1, max_line=max(last, 1))
+        hunks: Any = []
+        if texts:
+            hunks = git_repo.blame(content.path, newest_commit=resolved.commit, min_line=first, max_line=last)
         infos: dict[str, CommitInfo] = {}
         owner: dict[int, str] = {}
         for hunk in hunks:
@@ -381,14 +393,13 @@ class HistoryService:
             start = hunk.final_start_line_number
             for number in range(start, start + hunk.lines_in_hunk):
                 owner[number] = sha
-        lines, previous = [], None
-        for offset, text in enumerate(content.lines):
-            number = content.start_line + offset
+        rows, previous = [], None
+        for number, text in enumerate(texts, first):
             sha = owner.get(number, resolved.commit)
-            info = infos.get(sha) or infos.setdefault(sha, _commit_info(resolved.repo.name, git_repo[sha]))
-            lines.append(BlameLine(number, text, info, sha != previous))
+            info = infos.get(sha) or infos.setdefault(sha, _commit_info(name, git_repo[sha]))
+            rows.append(BlameLine(number, text, info, sha != previous))
             previous = sha
-        return Blame(resolved.repo.name, resolved.revision, resolved.commit, content.path, lines, content.truncated)
+        return Blame(name, resolved.revision, resolved.commit, content.path, rows, content.truncated, total)
 
     # ---- get_contributor_repos --------------------------------------------------------------------------
 

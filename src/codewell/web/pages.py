@@ -31,6 +31,7 @@ from starlette.routing import BaseRoute, Route
 from codewell.core.actors import Actor
 from codewell.core.errors import CodewellError, InvalidInput, NotFound
 from codewell.http import urls
+from codewell.http.lines import asked_lines, line_pages, line_window, start_at
 from codewell.http.paths import repo_and_revision
 from codewell.http.requests import actor_of, runtime_of
 from codewell.http.templates import render
@@ -67,14 +68,8 @@ SUGGESTIONS = 8
 FILE_EXAMPLES = (("\\.py$", "Python files"), ("\\.go$", "Go files"), ("_test\\.", "tests"), ("^src/", "under src/"))
 FILTERS = (("repo:", "a repository name (regex)"), ("file:", "a path (regex)"), ("lang:", "a language"))
 README_NAMES = ("readme.md", "readme", "readme.txt", "readme.rst", "readme.markdown")
-# The file view shows files up to this many lines whole; longer ones a page of this many lines at a time (the page
-# holding the asked line): one page's table is ~1 MB of HTML that a browser lays out in well under a second, and
-# the server highlights and links the whole file once (cached), so moving between pages costs a cut, not a lex.
-PAGE_LINES = 5000
-
-
-_LINES_SUFFIX = re.compile(r"\?L(\d+)(?:-(\d+))?$")
-_LINES_QUERY = re.compile(r"^L(\d+)(?:-(\d+))?$")
+# The file view shows files up to http/lines.py's PAGE_LINES whole, longer ones a page at a time: the server
+# highlights and links the whole file once (cached), so moving between pages costs a cut, not a lex.
 # A `patterntype:` or `case:` field in the query itself: it fixes that toggle of the search page.
 _SET_BY_QUERY = re.compile(r"(?:^|[\s(])(patterntype|case):(\S*)", re.IGNORECASE)
 _WORD_CHAR = re.compile(r"\w", re.ASCII)
@@ -91,21 +86,6 @@ class Target:
 def _target(request: Request, path: str = "") -> Target:
     name, revision = repo_and_revision(request)
     return Target(name, revision, path.strip("/"))
-
-
-def _lines(request: Request, path: str) -> tuple[str, tuple[int, int] | None]:
-    """The file path and the highlighted range: `?L<a>-<b>` as a query, or encoded in the path (`%3FL<a>-<b>`,
-    as the tools print it, which arrives decoded at the end of the path)."""
-    found = _LINES_SUFFIX.search(path)
-    if found is not None:
-        path = path[: found.start()]
-    else:
-        found = _LINES_QUERY.match(request.url.query)
-    if found is None:
-        return path, None
-    start = int(found.group(1))
-    end = int(found.group(2) or start)
-    return path, (min(start, end), max(start, end))
 
 
 def _crumbs(repo: str, revision: str, path: str) -> list[tuple[str, str]]:
@@ -694,32 +674,6 @@ async def tree_page(request: Request) -> Response:
     return render(request, "web/tree.html", title=title, **context, **_page_context())
 
 
-def _window(total: int, hit: tuple[int, int] | None, start_at: int | None) -> tuple[int, int]:
-    """The lines (first, last) the file view shows: the whole file up to PAGE_LINES, else the PAGE_LINES-line page
-    (1-5000, 5001-10000, ...) holding the highlighted line, or `start_at` (`?from=N`), or the first."""
-    if total <= PAGE_LINES:
-        return 1, total
-    wanted = hit[0] if hit is not None else (start_at or 1)
-    wanted = min(max(wanted, 1), total)
-    first = (wanted - 1) // PAGE_LINES * PAGE_LINES + 1
-    return first, min(total, first + PAGE_LINES - 1)
-
-
-def _pages(base: str, total: int, window: tuple[int, int]) -> list[dict[str, Any]]:
-    """The file view's pager of a long file: each page's line range and address (`?from=N`), the shown one marked."""
-    if total <= PAGE_LINES:
-        return []
-    return [
-        {
-            "first": first,
-            "last": min(total, first + PAGE_LINES - 1),
-            "url": f"{base}?from={first}",
-            "current": first == window[0],
-        }
-        for first in range(1, total + 1, PAGE_LINES)
-    ]
-
-
 def code_rows(start: int, highlighted: list[Markup], hit: tuple[int, int] | None) -> Markup:
     """The file view's table rows as one HTML string: built here rather than in a Jinja loop, which costs
     ~60 us a row on a busy machine (300 ms for a 5,000-line file). Numbers are ints, fragments are escaped."""
@@ -733,12 +687,12 @@ def code_rows(start: int, highlighted: list[Markup], hit: tuple[int, int] | None
 
 
 def _blob_context(
-    runtime: Runtime, actor: Actor, target: Target, lines: tuple[int, int] | None, start_at: int | None
+    runtime: Runtime, actor: Actor, target: Target, lines: tuple[int, int] | None, asked_start: int | None
 ) -> dict[str, Any]:
     service = runtime.get(RepoService)
     # The whole file (people read past line 200; the cut is read_file's rule for agents), up to 5 MB.
     content = service.read_file(actor, target.repo, target.path, revision=target.revision, whole=True)
-    window = _window(len(content.lines), lines, start_at)
+    window = line_window(len(content.lines), lines, asked_start)
     rows = Markup("")
     if content.lines:  # neither binary nor too big to show
         shown = content.lines[window[0] - 1 : window[1]]
@@ -761,7 +715,7 @@ def _blob_context(
         "content": content,
         "rows": rows,
         "window": window,
-        "pages": _pages(blob_base, len(content.lines), window),
+        "pages": line_pages(blob_base, len(content.lines), window),
         "too_big": content.truncated and not content.lines,
         "finder": _finder(name, content.commit),
         "crumbs": _crumbs(name, revision, content.path),
@@ -775,13 +729,11 @@ def _blob_context(
 
 async def blob_page(request: Request) -> Response:
     actor, runtime = actor_of(request), runtime_of(request)
-    path, lines = _lines(request, str(request.path_params["path"]))
+    path, lines = asked_lines(request, str(request.path_params["path"]))
     target = _target(request, path)
     if not target.path:
         raise NotFound("no file named in the address", hint="open the repository page and pick a file")
-    start_text = request.query_params.get("from", "")
-    start_at = int(start_text) if start_text.isdigit() and len(start_text) < 10 else None
-    context = await run_in_threadpool(_blob_context, runtime, actor, target, lines, start_at)
+    context = await run_in_threadpool(_blob_context, runtime, actor, target, lines, start_at(request))
     title = f"{target.path} · {target.repo}"
     return render(request, "web/blob.html", title=title, **context, **_page_context())
 

@@ -31,7 +31,7 @@ from tests.browser import (
     watch_console,
 )
 from tests.factories import auth_headers, make_token, make_user
-from tests.gitfixtures import make_repo, register_local_repo
+from tests.gitfixtures import commit, make_repo, register_local_repo
 
 Headers = dict[str, str]
 PASSWORD = "correct horse battery staple"
@@ -150,6 +150,46 @@ def test_a_file_too_big_to_show_says_its_size_and_the_raw_view_serves_it_whole(
     assert crlf.headers["content-type"] == "text/plain; charset=utf-8"
     assert crlf.headers["x-content-type-options"] == "nosniff"
     assert "sandbox" in crlf.headers["content-security-policy"]
+
+
+def test_blame_is_paged_like_the_file_view_and_a_file_too_big_offers_the_raw_file(
+    client: TestClient, tmp_path: Path, runtime: Runtime, world: dict[str, Headers]
+) -> None:
+    """Blame of a 12,000-line file: the 5,000-line page holding the asked line, highlighted, each line with the
+    commit that last changed it (libgit2 blames that page alone); a file over 5 MB says its size and links to the
+    raw file instead of an error page."""
+    source = make_repo(tmp_path / "blamed", {"long.txt": LONG})
+    second = commit(source, {"long.txt": LONG.replace("line 7001\n", "line 7001 changed\n")}, message="change 7001")
+    register_local_repo(runtime, source, "acme/blamed")
+    viewer = world["owner"]
+
+    first = client.get("/acme/blamed/-/blame/long.txt", headers=viewer)
+    assert first.status_code == 200
+    rows = re.findall(r'<tr id="L(\d+)"', first.text)
+    assert (rows[0], rows[-1], len(rows)) == ("1", "5000", 5000)
+    assert "Lines 1–5000 of 12000" in first.text
+    assert 'href="/acme/blamed@main/-/blame/long.txt?from=5001"' in first.text
+
+    hit = client.get("/acme/blamed/-/blame/long.txt?L7001", headers=viewer)
+    rows = re.findall(r'<tr id="L(\d+)"', hit.text)
+    assert (rows[0], rows[-1]) == ("5001", "10000")
+    assert "Lines 5001–10000 of 12000" in hit.text
+    changed = re.search(r'<tr id="L7001" class="hit"><td class="who">(.*?)</td>.*?</tr>', hit.text)
+    assert changed is not None, hit.text[:2000]
+    assert second[:8] in changed.group(1)  # the second commit, found by blaming this page's lines only
+    after = re.search(r'<tr id="L7002"><td class="who">(.*?)</td>', hit.text)
+    assert after is not None
+    assert second[:8] not in after.group(1)  # the next line is the first commit's again
+    assert after.group(1)  # a new run of lines names its commit
+    # A line past the end: the last page, as the file view.
+    last = client.get("/acme/blamed/-/blame/long.txt?from=99999", headers=viewer)
+    assert re.findall(r'<tr id="L(\d+)"', last.text)[-1] == "12000"
+
+    huge = client.get("/pallets/click/-/blame/docs/huge.txt", headers=viewer)
+    assert huge.status_code == 200
+    assert "too big to show here (5.0 MB, 2 lines" in huge.text
+    assert '<a href="/pallets/click@' in huge.text
+    assert re.search(r'<a href="/pallets/click@[0-9a-f]{40}/-/raw/docs/huge.txt">Open the raw file</a>', huge.text)
 
 
 def test_the_path_list_of_the_file_finder(client: TestClient, runtime: Runtime, world: dict[str, Headers]) -> None:
