@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import click
 from starlette.testclient import TestClient
 
+from codewell.cli.main import cli
 from codewell.core.settings import Settings
 from codewell.runtime import Runtime
 from tests import cliprocess
@@ -89,3 +92,60 @@ def test_piped_tables_print_long_names_whole(tmp_path: Path, settings: Settings)
         row = next(line for line in printed.splitlines() if "github.com/" in line)
         assert LONG_NAME in row, printed
         assert "…" not in printed, printed
+
+
+# Commands that print no listing: they change something, serve, or write another format (the CSV report,
+# the site config, which `config show` prints as JSON already). Every other command must take --json.
+NOT_LISTINGS = {
+    "analytics rebuild", "analytics report", "analytics tokens create", "analytics tokens revoke",
+    "codehosts sync", "codehosts sync-repo", "codehosts sync-user", "codeintel autoindex", "codeintel upload",
+    "config show", "config validate", "credits allocate", "db upgrade", "deepsearch cancel", "deepsearch delete",
+    "deepsearch share", "history reindex", "jobs cancel", "jobs retry", "license clear", "license set", "login",
+    "logout", "oauth clients add", "oauth clients remove", "repos add", "repos remove", "repos sync",
+    "roles assign", "roles create", "roles delete", "roles grant", "roles rename", "roles revoke",
+    "roles unassign", "searcher drain", "serve", "tokens create", "tokens revoke", "users create",
+    "users delete", "users reset-link", "users set-admin", "users unlock", "users verify-email", "worker",
+    "jobs show",  # one job's fields; jobs/cli.py (not this change): `jobs list --json` has them
+}  # fmt: skip
+
+
+def _leaves(group: click.Group, ctx: click.Context, path: tuple[str, ...] = ()) -> Iterator[tuple[str, click.Command]]:
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None, name
+        if isinstance(command, click.Group):
+            yield from _leaves(command, ctx, (*path, name))
+        else:
+            yield " ".join((*path, name)), command
+
+
+def test_every_listing_command_takes_json() -> None:
+    commands = dict(_leaves(cli, click.Context(cli)))
+    assert set(commands) >= NOT_LISTINGS, NOT_LISTINGS - set(commands)
+    missing = [
+        name
+        for name, command in commands.items()
+        if name not in NOT_LISTINGS and not any("--json" in getattr(p, "opts", ()) for p in command.params)
+    ]
+    assert missing == []
+
+
+def test_json_of_grants_permissions_and_migrations(
+    tmp_path: Path, settings: Settings, runtime: Runtime, client: TestClient
+) -> None:
+    add_indexed_repo(settings, tmp_path)
+    admin = make_user(runtime, "admin", site_admin=True)
+    make_user(runtime, "carol")
+    headers = auth_headers(make_token(runtime, admin))
+    run(settings, "users", "repos", "carol", "--set", LONG_NAME)
+    granted = run_json(settings, "users", "repos", "carol")
+    assert granted == {"repos": [LONG_NAME]}
+    assert granted == client.get("/.api/users/carol/repos", headers=headers).json()
+
+    permissions = run_json(settings, "roles", "permissions")["permissions"]
+    assert {"name", "description"} == set(permissions[0])
+    assert "MCP#ACCESS" in [p["name"] for p in permissions]
+
+    migrations = run_json(settings, "db", "status")
+    assert migrations["pending"] is False
+    assert migrations["applied"] == migrations["latest"] != []

@@ -167,9 +167,10 @@ def users_verify_email(ctx: click.Context, username: str, email: str) -> None:
 @users.command("repos")
 @click.argument("username")
 @click.option("--set", "names", help="Comma-separated repository names: replaces the user's explicit grants.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the shape of GET /.api/users/{username}/repos).")
 @click.pass_context
 @handle_errors
-def users_repos(ctx: click.Context, username: str, names: str | None) -> None:
+def users_repos(ctx: click.Context, username: str, names: str | None, as_json: bool) -> None:
     """Show (or --set) the private repositories explicitly granted to USERNAME."""
     from codewell.accounts.audit import AuditService  # noqa: PLC0415 - lazy command (docs/architecture.md)
     from codewell.accounts.service import AccountService  # noqa: PLC0415 - lazy command (docs/architecture.md)
@@ -184,8 +185,12 @@ def users_repos(ctx: click.Context, username: str, names: str | None) -> None:
         # Explicit grants override what code hosts sync: audited.
         details = {"user": user.username, "repos": sorted(granted)[:100]}
         runtime.get(AuditService).record("repos.grants", "set", actor=INTERNAL, details=details)
-    for repo in repos.repos_of_user(INTERNAL, user.id):
-        click.echo(repo.name)
+    granted_now = [repo.name for repo in repos.repos_of_user(INTERNAL, user.id)]
+    if as_json:
+        click.echo(json.dumps({"repos": granted_now}, indent=2))
+        return
+    for name in granted_now:
+        click.echo(name)
 
 
 # -- tokens -------------------------------------------------------------------------------------------------
@@ -286,10 +291,15 @@ def roles_list(ctx: click.Context, as_json: bool) -> None:
 
 
 @roles.command("permissions")
-def roles_permissions() -> None:
+@click.option("--json", "as_json", is_flag=True, help='Print JSON: {"permissions": [{"name", "description"}]}.')
+def roles_permissions(as_json: bool) -> None:
     """List the permissions roles can hold."""
     from codewell.accounts.permissions import PERMISSIONS  # noqa: PLC0415 - lazy command (docs/architecture.md)
 
+    if as_json:
+        listed = [{"name": name, "description": text} for name, text in sorted(PERMISSIONS.items())]
+        click.echo(json.dumps({"permissions": listed}, indent=2))
+        return
     for name, description in sorted(PERMISSIONS.items()):
         click.echo(f"{name}  {description}")
 

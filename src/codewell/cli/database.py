@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import click
@@ -36,9 +37,10 @@ def db_upgrade(ctx: click.Context) -> None:
 
 
 @db.command("status")
+@click.option("--json", "as_json", is_flag=True, help='Print JSON: {"applied", "latest", "pending"}.')
 @click.pass_context
 @handle_errors
-def db_status(ctx: click.Context) -> None:
+def db_status(ctx: click.Context, as_json: bool) -> None:
     """Show applied and pending migrations; exit 3 when migrations are pending."""
     from codewell.db import Database  # noqa: PLC0415 - lazy command (docs/architecture.md)
 
@@ -46,6 +48,10 @@ def db_status(ctx: click.Context) -> None:
     database = Database(settings.database_url, busy_timeout=settings.db_busy_timeout)
     database.check_connection()
     state = database.migration_state()
+    if as_json:
+        applied, latest = sorted(state.current), sorted(state.heads)
+        click.echo(json.dumps({"applied": applied, "latest": latest, "pending": state.pending}, indent=2))
+        sys.exit(3 if state.pending else 0)
     click.echo(f"applied: {', '.join(sorted(state.current)) or '(none)'}")
     click.echo(f"latest:  {', '.join(sorted(state.heads))}")
     if state.pending:
