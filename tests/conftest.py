@@ -6,10 +6,13 @@ suite against PostgreSQL; each xdist worker then uses its own database, created 
 
 from __future__ import annotations
 
+import json
 import os
+import resource
 import shutil
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -44,6 +47,42 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             folders = item.path.relative_to(TESTS).parts[1:-1]
             if folders and folders[0] in DATABASE_FOLDERS:
                 item.add_marker(pytest.mark.database)
+    # The longest tests first (`slow`, longest declared first), so that with xdist's work stealing
+    # (`--dist worksteal` in ./scripts/test) no worker starts a ten-minute test while the others run out of work:
+    # the suite ends when its longest test could, not a long test's length after the rest.
+    items.sort(key=_slowness)
+
+
+def _slowness(item: pytest.Item) -> int:
+    marker = item.get_closest_marker("slow")
+    if marker is None:
+        return 0
+    return -int(marker.kwargs.get("minutes", 1))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None]:
+    """With CODEWELL_TEST_PROFILE=<file>, append each test's wall and CPU seconds (its own process, and the
+    children it reaped: servers it started and waited for) as a JSON line: where the suite's time goes."""
+    target = os.environ.get("CODEWELL_TEST_PROFILE")
+    if not target:
+        yield
+        return
+    start = time.monotonic()
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    yield
+    own_after, children_after = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    record = {
+        "test": item.nodeid,
+        "wall": round(time.monotonic() - start, 3),
+        "cpu": round(own_after.ru_utime + own_after.ru_stime - own.ru_utime - own.ru_stime, 3),
+        "children_cpu": round(
+            children_after.ru_utime + children_after.ru_stime - children.ru_utime - children.ru_stime, 3
+        ),
+        "load": round(os.getloadavg()[0], 2),
+    }
+    with open(target, "a") as out:
+        out.write(json.dumps(record) + "\n")
 
 
 def _worker_database_url() -> str:

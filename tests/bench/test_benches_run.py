@@ -69,7 +69,7 @@ SMOKES: dict[str, Smoke] = {
     "soak_bench.py": Smoke(
         (
             "--seconds",
-            "20",
+            "8",
             "--clients",
             "4",
             "--repos",
@@ -212,6 +212,7 @@ def made(project: Path, corpus_dir: Path, tmp_path_factory: pytest.TempPathFacto
     return paths
 
 
+@pytest.mark.slow(minutes=2)  # each a fresh process, most a server: the longest family of the suite
 @pytest.mark.parametrize("name", sorted(SMOKES))
 def test_bench_runs_small(name: str, project: Path, corpus_dir: Path, made: dict[str, str], tmp_path: Path) -> None:
     if name in MAKERS:  # ran (and was checked) by the fixture; its product must be there

@@ -120,6 +120,7 @@ def _without_timing(body: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in body.items() if k != "durationMs"}
 
 
+@pytest.mark.slow(minutes=2)
 def test_reading_commands_against_a_live_server_print_the_rest_answers(
     served: tuple[Deployment, str], tmp_path: Path
 ) -> None:
@@ -176,6 +177,7 @@ def test_reading_commands_against_a_live_server_print_the_rest_answers(
     assert [c["readToken"] for c in listed["conversations"]] == [asked["readToken"]]
 
 
+@pytest.mark.slow(minutes=2)
 def test_failures_say_what_happened_in_one_line_and_login_keeps_the_token_private(
     served: tuple[Deployment, str], tmp_path: Path
 ) -> None:

@@ -277,6 +277,7 @@ def _serve_with_busy_search_pool(runtime: Runtime, run: Deployment, source: Path
     return before, data_dir
 
 
+@pytest.mark.slow(minutes=2)
 def test_sigterm_of_serve_ends_every_process_within_the_stated_time(
     runtime: Runtime, run: Deployment, big_source: Path
 ) -> None:

@@ -274,6 +274,7 @@ def idle(runtime: Runtime) -> bool:
 
 
 # Seven processes building 300 repositories twice over (the cluster and the single process) on CI's two cores.
+@pytest.mark.slow(minutes=10)
 @pytest.mark.timeout(1200)
 def test_the_cluster_answers_like_one_process_and_survives_its_replicas(tmp_path: Path, cluster_database: str) -> None:
     corpus, private = tmp_path / "corpus", tmp_path / "private"

@@ -177,6 +177,7 @@ def _wait(condition: object, what: str, deployment: Deployment, timeout: float =
     raise AssertionError(f"timed out waiting for {what}\n{logs}")
 
 
+@pytest.mark.slow(minutes=3)
 def test_web_replicas_workers_and_cli_share_one_queue(runtime: Runtime, deployment: Deployment, tmp_path: Path) -> None:
     on_postgres = not runtime.db.is_sqlite
     if on_postgres:

@@ -111,6 +111,7 @@ def inspector(proc: Process, *args: str) -> dict[str, object]:
     return dict(json.loads(result.stdout))
 
 
+@pytest.mark.slow(minutes=2)
 def test_inspector_cli_lists_and_calls_tools_in_both_eras(codewell_serve: Process) -> None:
     for era in ("legacy", "modern"):
         check_inspector(codewell_serve, era)
