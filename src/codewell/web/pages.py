@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pygit2
-from markupsafe import Markup
+from markupsafe import Markup, escape
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
@@ -686,6 +686,37 @@ def code_rows(start: int, highlighted: list[Markup], hit: tuple[int, int] | None
     return Markup("\n".join(out))
 
 
+def file_tree(service: RepoService, actor: Actor, repo: str, revision: str, commit: str, path: str) -> Markup:
+    """The tree beside the file view: the repository's root, with each directory on the way to `path` opened
+    (its entries listed, one `list_files` per level, at the file's commit) and the file marked; other directories
+    link to their tree page. Plain links, no JavaScript. Names are escaped; each listing is at most 1000 entries."""
+    parts = path.split("/")
+    opened = ["/".join(parts[:depth]) for depth in range(len(parts))]  # "", "a", "a/b" for a/b/c.py
+
+    def level(directory: str) -> str:
+        listing = service.list_files(actor, repo, directory, commit)
+        items = []
+        for entry in listing.entries:
+            clean = entry.path.rstrip("/")
+            label = escape(clean.rsplit("/", 1)[-1])
+            if entry.kind == "dir":
+                link = escape(urls.tree_url("", repo, revision, clean))
+                inner = f"<ul>{level(clean)}</ul>" if clean in opened else ""
+                state = ' class="open"' if inner else ""
+                items.append(f'<li class="dir"><a href="{link}"{state}>{label}/</a>{inner}</li>')
+            elif entry.kind == "submodule":
+                items.append(f'<li class="muted">{label}</li>')
+            else:
+                link = escape(urls.blob_url("", repo, revision, clean))
+                here = ' aria-current="page"' if clean == path else ""
+                items.append(f'<li><a href="{link}"{here}>{label}</a></li>')
+        if listing.truncated:
+            items.append(f'<li class="muted">… {listing.total - len(listing.entries)} more</li>')
+        return "".join(items)
+
+    return Markup(f"<ul>{level('')}</ul>")
+
+
 def _blob_context(
     runtime: Runtime, actor: Actor, target: Target, lines: tuple[int, int] | None, asked_start: int | None
 ) -> dict[str, Any]:
@@ -718,6 +749,7 @@ def _blob_context(
         "pages": line_pages(blob_base, len(content.lines), window),
         "too_big": content.truncated and not content.lines,
         "finder": _finder(name, content.commit),
+        "tree": file_tree(service, actor, name, revision, content.commit, content.path),
         "crumbs": _crumbs(name, revision, content.path),
         "filename": content.path.rsplit("/", 1)[-1],
         "repo_url": urls.repo_url("", name),

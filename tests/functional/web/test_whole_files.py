@@ -152,6 +152,26 @@ def test_a_file_too_big_to_show_says_its_size_and_the_raw_view_serves_it_whole(
     assert "sandbox" in crlf.headers["content-security-policy"]
 
 
+def test_the_file_view_has_the_repository_tree_beside_it(client: TestClient, world: dict[str, Headers]) -> None:
+    """The tree beside the file: the root's entries, each directory on the way to the file opened with its
+    entries, the file marked as the current page; other directories are links to their tree page."""
+    page = client.get("/pallets/click/-/blob/src/click/core.py?L5", headers=world["other"])
+    tree = re.search(r'<nav class="file-tree" aria-label="Files of pallets/click">(.*?)</nav>', page.text, re.S)
+    assert tree is not None, page.text[:3000]
+    links = re.findall(r'<a href="([^"]+)"[^>]*>([^<]+)</a>', tree.group(1))
+    assert links == [
+        ("/pallets/click@main/-/tree/docs", "docs/"),
+        ("/pallets/click@main/-/tree/src", "src/"),
+        ("/pallets/click@main/-/tree/src/click", "click/"),
+        ("/pallets/click@main/-/blob/src/click/core.py", "core.py"),
+        ("/pallets/click@main/-/blob/src/click/crlf.txt", "crlf.txt"),
+        ("/pallets/click@main/-/blob/src/click/long.txt", "long.txt"),
+        ("/pallets/click@main/-/blob/README.md", "README.md"),
+    ]
+    assert '<a href="/pallets/click@main/-/blob/src/click/core.py" aria-current="page">core.py</a>' in tree.group(1)
+    assert "huge.txt" not in tree.group(1)  # docs/ stays closed
+
+
 def test_blame_is_paged_like_the_file_view_and_a_file_too_big_offers_the_raw_file(
     client: TestClient, tmp_path: Path, runtime: Runtime, world: dict[str, Headers]
 ) -> None:
