@@ -349,11 +349,15 @@ def test_go_to_a_definition_past_line_200_hover_and_references_panel(
     expect(tab.locator(f"tr#L{DEFINED_AT}")).to_have_class("hit")
     assert _in_view(tab, f"tr#L{DEFINED_AT}")
 
-    # References open beside the file; the page does not move.
+    # References open beside the file, in the tree's place (the code keeps its width); the page does not move.
     url = tab.url
+    tree = tab.locator("nav.file-tree")
+    expect(tree).to_be_visible()
+    expect(tree.locator('a[aria-current="page"]')).to_have_text("core.py")
     tab.locator(f'tr#L{DEFINED_AT} a.ident[title="Find references"]', has_text="helper_700").click()
     panel = tab.locator("#refs-panel")
     expect(panel).to_be_visible()
+    expect(tree).to_be_hidden()
     expect(panel).to_contain_text("References of helper_700")
     expect(panel).to_contain_text("return helper_700(1)")
     assert tab.url == url
