@@ -106,6 +106,34 @@ def test(ctx: click.Context, connection_id: str, as_json: bool) -> None:
         fail(f"{connection_id}: something does not work (the lines above say what)")
 
 
+@codehosts.command("remove")
+@click.argument("connection_id")
+@click.option(
+    "--remove-repos", is_flag=True, help="Remove its repositories too (default: they stay registered and searchable)."
+)
+@click.option("--json", "as_json", is_flag=True, help='Print JSON: {"id", "label", "kept", "removed"}.')
+@click.pass_context
+@handle_errors
+def remove(ctx: click.Context, connection_id: str, remove_repos: bool, as_json: bool) -> None:
+    """Take a connection out of the site config, with its token file and synced permissions (as the site-admin
+    page's "Remove connection" does)."""
+    from codewell.codehosts.connections import ConnectionService  # noqa: PLC0415 - lazy command
+
+    connections = open_runtime(ctx).get(ConnectionService)
+    removal = connections.remove(INTERNAL, connection_id, with_repos=remove_repos)
+    if as_json:
+        click.echo(json.dumps(removal.as_json(), indent=2))
+        return
+    click.echo(f"removed the connection {removal.id}")
+    if removal.kept:
+        click.echo(
+            f"its {len(removal.kept)} repositories stay registered (no longer fetched with its token): "
+            "remove those not wanted with `codewell repos remove NAME`"
+        )
+    if removal.removed:
+        click.echo(f"its {len(removal.removed)} repositories were removed too")
+
+
 @codehosts.command("sync-user")
 @click.argument("username")
 @click.pass_context

@@ -346,3 +346,40 @@ def test_an_admin_removes_a_connection_keeping_or_removing_its_repositories(site
     assert repos.all_repos(INTERNAL) == []
     assert site.entries() == []
     assert "Its 2 repositories were removed too." in root.get(site.base + removed.headers["location"]).text
+
+
+def test_codewell_codehosts_remove_keeps_or_removes_the_repositories(
+    tmp_path: Path, database_url: str, host: FakeCodeHost
+) -> None:
+    add_repo(host, tmp_path, 1, "acme/one", visibility="public")
+    token_file = tmp_path / "token"  # written by hand: never deleted by a removal
+    token_file.write_text(host.pat("svc") + "\n")
+    config = tmp_path / "site.json"
+    connection = {"id": "gh", "kind": "github", "url": host.url, "tokenFile": str(token_file), "orgs": ["acme"]}
+    config.write_text(json.dumps({"codeHostConnections": [connection]}))
+    env = {
+        **os.environ,
+        "CODEWELL_DATA_DIR": str(tmp_path / "data"),
+        "CODEWELL_SITE_CONFIG": str(config),
+        "CODEWELL_DATABASE_URL": database_url,
+    }
+    assert cliprocess.run("codehosts", "sync", "gh", env=env, timeout=120).returncode == 0
+    removed = cliprocess.run("codehosts", "remove", "gh", "--json", env=env, timeout=120)
+    assert removed.returncode == 0, removed.stderr
+    assert json.loads(removed.stdout) == {"id": "gh", "label": "gh", "kept": ["127.0.0.1/acme/one"], "removed": []}
+    assert json.loads(config.read_text())["codeHostConnections"] == []
+    assert token_file.exists()
+    listed = cliprocess.run("repos", "list", "--json", env=env, timeout=120)
+    assert [r["name"] for r in json.loads(listed.stdout)["repos"]] == ["127.0.0.1/acme/one"]
+    again = cliprocess.run("codehosts", "remove", "gh", env=env, timeout=120)
+    assert again.returncode != 0
+    assert "gh" in again.stderr
+
+    # Added back and removed with its repositories.
+    config.write_text(json.dumps({"codeHostConnections": [connection]}))
+    cliprocess.run("repos", "remove", "127.0.0.1/acme/one", env=env, timeout=120)
+    assert cliprocess.run("codehosts", "sync", "gh", env=env, timeout=120).returncode == 0
+    gone = cliprocess.run("codehosts", "remove", "gh", "--remove-repos", env=env, timeout=120)
+    assert gone.returncode == 0, gone.stderr
+    assert gone.stdout.splitlines() == ["removed the connection gh", "its 1 repositories were removed too"]
+    assert json.loads(cliprocess.run("repos", "list", "--json", env=env, timeout=120).stdout)["repos"] == []
