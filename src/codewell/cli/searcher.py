@@ -57,6 +57,7 @@ def searcher(
     if ctx.invoked_subcommand is not None:
         return
     # The services: imported when a replica runs, not by `codewell searcher --help`.
+    from codewell.core.memory import limit_malloc_arenas  # noqa: PLC0415 - lazy command
     from codewell.core.processes import freeze_startup_heap  # noqa: PLC0415 - lazy command
     from codewell.jobs.placement import SEARCHER  # noqa: PLC0415 - lazy command (docs/architecture.md)
     from codewell.jobs.runner import JobRunner  # noqa: PLC0415 - lazy command
@@ -65,6 +66,7 @@ def searcher(
     from codewell.search.replica import replica_app  # noqa: PLC0415 - lazy command
     from codewell.search.service import SearchService  # noqa: PLC0415 - lazy command
 
+    limit_malloc_arenas()  # before any thread: a long-lived server (core/memory.py)
     settings = settings_from_context(ctx, host=host)
     if not settings.clustered:
         fail(

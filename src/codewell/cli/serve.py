@@ -71,9 +71,11 @@ def serve(
     # The web app and the first-run steps: imported when the command runs, not by `codewell serve --help`.
     from codewell.app import create_app  # noqa: PLC0415 - lazy command (docs/architecture.md)
     from codewell.cli.bootstrap import run_bootstrap, startup_block  # noqa: PLC0415 - lazy command
+    from codewell.core.memory import limit_malloc_arenas  # noqa: PLC0415 - lazy command
 
     settings = settings_from_context(ctx, host=host, port=port, log_format=log_format)
     configure_logging(settings.log_format, settings.log_level)
+    limit_malloc_arenas()  # before any thread: a long-lived server (core/memory.py)
     runtime = open_runtime(ctx, migrate=migrate, host=host, port=port, log_format=log_format)
     runtime.run_jobs = jobs
     if job_threads is not None:

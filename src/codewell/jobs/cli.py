@@ -197,9 +197,11 @@ def worker(ctx: click.Context, kinds: str | None, concurrency: int | None, grace
     On SIGTERM it claims nothing more, lets running jobs finish for `--grace` seconds (those still running are
     handed back: their leases run out and any worker takes them over), stops its process pools and exits.
     """
+    from codewell.core.memory import limit_malloc_arenas  # noqa: PLC0415 - lazy command
     from codewell.core.processes import stop_pools  # noqa: PLC0415 - lazy command (docs/architecture.md)
     from codewell.jobs.runner import JobRunner  # noqa: PLC0415 - lazy command (docs/architecture.md)
 
+    limit_malloc_arenas()  # before any thread: a long-lived server (core/memory.py)
     runtime = open_runtime(ctx)
     selected = frozenset(k.strip() for k in kinds.split(",") if k.strip()) if kinds else None
     runner = JobRunner(runtime, role="worker", kinds=selected, concurrency=concurrency or runtime.job_threads)
