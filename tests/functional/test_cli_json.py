@@ -105,7 +105,6 @@ NOT_LISTINGS = {
     "roles assign", "roles create", "roles delete", "roles grant", "roles rename", "roles revoke",
     "roles unassign", "searcher drain", "serve", "tokens create", "tokens revoke", "users create",
     "users delete", "users reset-link", "users set-admin", "users unlock", "users verify-email", "worker",
-    "jobs show",  # one job's fields; jobs/cli.py (not this change): `jobs list --json` has them
 }  # fmt: skip
 
 
@@ -149,3 +148,8 @@ def test_json_of_grants_permissions_and_migrations(
     migrations = run_json(settings, "db", "status")
     assert migrations["pending"] is False
     assert migrations["applied"] == migrations["latest"] != []
+
+    # One job as JSON: the same object `jobs list --json` prints for it.
+    listed = [json.loads(line) for line in run(settings, "jobs", "list", "--json", "--limit", "5").stdout.splitlines()]
+    assert listed
+    assert run_json(settings, "jobs", "show", str(listed[0]["id"]), "--json") == listed[0]

@@ -112,13 +112,17 @@ def stats(ctx: click.Context, as_json: bool) -> None:
 
 @jobs.command("show")
 @click.argument("job_id", type=int)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object (the fields of `jobs list --json`).")
 @click.pass_context
 @handle_errors
-def show(ctx: click.Context, job_id: int) -> None:
+def show(ctx: click.Context, job_id: int, as_json: bool) -> None:
     """Everything about one job, its error and result included."""
     from codewell.jobs.service import JobService  # noqa: PLC0415 - lazy command (docs/architecture.md)
 
     job = open_runtime(ctx).get(JobService).get(INTERNAL, job_id)
+    if as_json:
+        click.echo(json.dumps(asdict(job), default=_json_default))
+        return
     for key, value in asdict(job).items():
         shown: Any = json.dumps(value) if isinstance(value, dict) else value
         click.echo(f"{key}: {_when(shown) if isinstance(shown, datetime) else shown}")
