@@ -9,7 +9,8 @@ Three searches then run, each as the actor through the capabilities' service API
 
 - symbols (codenav's per-revision symbol tables): definitions named like an identifier of the question, or
   whose name is made of the question's words (`merge_cookies` for "where are cookies merged"); a name holding
-  a single word of the question (`Option`) is a weak hint;
+  a single word of the question (`Option`) is a weak hint. A word of a name or a path also matches the
+  question's word it abbreviates (`win` for "Windows", `regexp` for "regular expression": abbreviations.py);
 - natural-language search (nls: BM25 over code chunks whose boundaries are the definitions), and among its
   chunks the definitions whose head (name, signature, docstring) holds the most question words, each word
   weighed by its rarity among those heads;
@@ -30,12 +31,14 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import Stemmer
 
+from codewell.agents.abbreviations import matcher
 from codewell.agents.answers import AgentAnswer, AgentStats, Citation
 from codewell.agents.naming import named_repositories, without_names
 from codewell.codenav.service import CodeNavService
@@ -77,6 +80,18 @@ _W_NLS = 1.0
 _W_IDENT = 0.9
 _W_KEYWORD = 0.5
 _W_PATH = 0.45
+# The list of candidate files whose own name (not their folders') is made of the question's words.
+_W_NAME = 0.5
+_W_ABBREVIATED = 0.5
+# When the question asks for tests: the share of the score of the code file a test file tests (`args.go` for
+# `args_test.go`) that the test file gets. A name matched through abbreviations (`args` for "arguments") ranks
+# the code file and its tests alike; the tests asked for should not fall behind the code they test.
+_W_TESTED = 0.5
+# The test file of a code file beside it: Go's `x_test.go`, Python's `test_x.py` and `x_test.py`, JavaScript's
+# `x.test.js` and `x.spec.js`.
+_TESTED = re.compile(
+    r"(?:^|(?<=/))(?:test_(?P<py>[^/]+\.py)|(?P<stem>[^/]+?)(?:_test|\.test|\.spec)(?P<ext>\.[a-z]+))$"
+)
 _SYMBOL_LIMIT = 400
 _STEMMER = Stemmer.Stemmer("english")
 
@@ -115,6 +130,9 @@ _VENDORED = re.compile(
 )
 _CONFIG = re.compile(r"\.(json|ya?ml|toml|ini|cfg|lock|xml|csv|svg|html?|css)$|(^|/)(makefile|dockerfile)$", re.I)
 _EXAMPLE = re.compile(r"(^|/)(_?examples?|samples?|demos?|bench(marks?)?|_?fixtures?|testdata)/", re.I)
+# Words that make a verb of another word and that names run together with it: "looked up" → `lookup`,
+# "call back" → `callback`, "shut down" → `shutdown`, "log in" → `login`.
+_PARTICLES = frozenset({"up", "down", "in", "out", "off", "over", "back"})
 _KIND_SELECTORS = frozenset({"test", "tests", "testing", "doc", "docs", "documentation", "changelog", "changelogs"})
 _KIND_WORDS = {
     "docs": frozenset({"doc", "docs", "documentation", "documented", "readme", "manual", "guide", "license"}),
@@ -166,10 +184,17 @@ class Terms:
     compounds: frozenset[str] = frozenset()
     # The kinds of files other than code the question asks for (`docs`, `changelog`, `ci`, `config`).
     asked_kinds: frozenset[str] = frozenset()
+    # The content words in the question's order (adjacent ones may be contracted into one name: `regexp`).
+    words: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:
         return not (self.identifiers or self.quoted or self.keywords)
+
+    @cached_property
+    def abbreviated(self) -> Callable[[str], frozenset[str]]:
+        """A word of a name or path (lower case) → the stems of the question's words it abbreviates."""
+        return matcher(self.words)
 
 
 def split_identifier(ident: str) -> list[str]:
@@ -187,6 +212,37 @@ def _is_identifier(token: str) -> bool:
     # camelCase / CamelCase with at least two words, or an acronym followed by a word (HTTPAdapter); not units
     # such as `kB` or `MiB`.
     return len(token) >= 4 and len(_WORD.findall(token)) > 1 and token != token.lower() and token != token.upper()
+
+
+def _scan(text: str, ignore: frozenset[str], identifiers: list[str], keywords: list[str]) -> tuple[set[str], list[str]]:
+    """Appends the identifiers and content words of `text` (outside quotes) to `identifiers` and `keywords`;
+    returns adjacent content words written as one name (compounds), and the content words in order with the
+    particles that follow them ("looked up")."""
+    compounds: set[str] = set()
+    sequence: list[str] = []
+    previous = ""
+    for token in _TOKEN.findall(text):
+        low = token.lower()
+        if low in ignore:
+            previous = ""
+            continue
+        particle = bool(previous) and low in _PARTICLES
+        if particle:
+            compounds.update({previous + low, _STEMMER.stemWord(previous) + low})
+            sequence.append(low)
+        if _is_identifier(token):
+            identifiers.append(token)
+            previous = ""
+        elif low not in STOP_WORDS and len(low) > 2 and not low.isdigit():
+            keywords.append(low)
+            if not particle:
+                sequence.append(low)
+            if previous:
+                compounds.update({previous + low, previous + _STEMMER.stemWord(low)})
+            previous = low
+        else:
+            previous = ""
+    return compounds, sequence
 
 
 def extract_terms(question: str, *, ignore: frozenset[str] = frozenset()) -> Terms:
@@ -207,26 +263,14 @@ def extract_terms(question: str, *, ignore: frozenset[str] = frozenset()) -> Ter
     # Header names and command-line flags are literal strings, as if quoted: `Access-Control-Allow-Methods`.
     quoted.extend(m.group(1) for m in _LITERAL.finditer(rest))
     rest = _LITERAL.sub(" ", rest)
-    compounds: set[str] = set()
-    previous = ""
-    for token in _TOKEN.findall(rest):
-        low = token.lower()
-        if low in ignore:
-            previous = ""
-            continue
-        if _is_identifier(token):
-            identifiers.append(token)
-            previous = ""
-        elif low not in STOP_WORDS and len(low) > 2 and not low.isdigit():
-            keywords.append(low)
-            if previous:
-                compounds.update({previous + low, previous + _STEMMER.stemWord(low)})
-            previous = low
-        else:
-            previous = ""
-    words: list[str] = list(keywords)
+    compounds, sequence = _scan(rest, ignore, identifiers, keywords)
+    named: list[str] = []  # the words of the identifiers and quoted strings
     for text in (*identifiers, *quoted):
-        words.extend(split_identifier(text) if _TOKEN.fullmatch(text) else re.findall(r"[a-z0-9]+", text.lower()))
+        named.extend(split_identifier(text) if _TOKEN.fullmatch(text) else re.findall(r"[a-z0-9]+", text.lower()))
+    # A content word written with underscores (`__init__`) is searched as typed, and its words are question
+    # words too: `_make_init` is named with `init`.
+    named.extend(w for k in keywords if "_" in k for w in split_identifier(k))
+    words = [*keywords, *named]
     typed = {w.lower() for w in _TOKEN.findall(question)}
     about_tests = bool(typed & _TEST_WORDS)
     asked = frozenset(kind for kind, kind_words in _KIND_WORDS.items() if typed & kind_words)
@@ -236,6 +280,7 @@ def extract_terms(question: str, *, ignore: frozenset[str] = frozenset()) -> Ter
     if kept:
         keywords = kept
         words = [w for w in words if w not in _KIND_SELECTORS]
+        sequence = [w for w in sequence if w not in _KIND_SELECTORS]
     return Terms(
         tuple(dict.fromkeys(identifiers)),
         tuple(dict.fromkeys(quoted)),
@@ -244,7 +289,43 @@ def extract_terms(question: str, *, ignore: frozenset[str] = frozenset()) -> Ter
         about_tests,
         frozenset(compounds),
         asked | ({"test"} if about_tests else set()),
+        (*sequence, *(w for w in named if w not in STOP_WORDS and len(w) > 1)),
     )
+
+
+@dataclass(frozen=True)
+class Matched:
+    """How the words of a name or a path match a question."""
+
+    total: int  # their distinct stems
+    parts: int  # how many of those match: the stem is a question stem, or the word abbreviates question words
+    stems: frozenset[str]  # the question's stems matched (`regexp` matches two: regular, expression)
+    abbreviated: frozenset[str]  # those matched only through an abbreviation
+    # The stems matched as written count 1, those only abbreviated _W_ABBREVIATED: an abbreviation may stand
+    # for another word (`gen`: generate or generation), a word as written is the word.
+    weight: float
+
+
+def matched_words(words: Iterable[str], terms: Terms) -> Matched:
+    """How the words of a name or a path (`split_identifier`'s) match the question `terms`."""
+    own: dict[str, str] = {}
+    for w in words:
+        if w not in STOP_WORDS and len(w) > 1:
+            own.setdefault(_STEMMER.stemWord(w), w)
+    parts = 0
+    exact: set[str] = set()
+    short: set[str] = set()
+    for stem, word in own.items():
+        if stem in terms.stems:
+            exact.add(stem)
+            parts += 1
+        else:
+            stands_for = terms.abbreviated(word) & terms.stems
+            if stands_for:
+                short |= stands_for
+                parts += 1
+    weight = len(exact) + _W_ABBREVIATED * len(short - exact)
+    return Matched(len(own), parts, frozenset(exact | short), frozenset(short - exact), weight)
 
 
 @dataclass
@@ -407,10 +488,10 @@ def _symbol_scorer(terms: Terms) -> Callable[[str], float]:
         elif low.replace("_", "") in terms.compounds:
             value = 3.0
         elif stems:
-            parts = set(_stems(split_identifier(name)))
-            hits = len(parts & stems)
+            matched = matched_words(split_identifier(name), terms)
+            hits = len(matched.stems)
             if hits:
-                coverage = hits / len(parts)
+                coverage = matched.parts / matched.total
                 # `merge_cookies` for "merge cookies": every part asked for; one word of many is weak.
                 if hits >= 2 or coverage >= 0.5:
                     value = hits * coverage + (0.5 if hits >= 2 and coverage == 1.0 else 0.0)
@@ -555,7 +636,7 @@ def _nls(run: _Run) -> None:
         if len(f.chunks) < 3:
             f.chunks.append((hit.start, hit.end, hit.symbols))
         if hit.symbols:
-            said = _line_stems(" ".join(hit.lines[:HEAD_LINES])) & run.terms.stems
+            said = _said(" ".join(hit.lines[:HEAD_LINES]), run.terms)
             if len(said) >= min(2, len(run.terms.stems)):  # one word of several is a weak hint
                 heads.append((said, order[key], hit))
     _heads(run, heads)
@@ -598,6 +679,7 @@ _WEIGHTS = {
     "nls": _W_NLS,
     "ident": _W_IDENT,
     "keyword": _W_KEYWORD,
+    "name": _W_NAME,
 }
 
 
@@ -641,14 +723,53 @@ def _path_coverage(path: str, terms: Terms) -> float:
     bare = re.sub(r"\.[A-Za-z0-9]+$", "", path)
     parts = set(_stems(split_identifier(bare.replace("/", "_"))))
     compound = 1.0 if bare.rsplit("/", 1)[-1].replace("_", "").lower() in terms.compounds else 0.0
+    # Words as written only: a file named with abbreviations of the question's words is ranked by the "name"
+    # list (name_match), once.
     return len(parts & terms.stems) / len(terms.stems) + compound
 
 
+def name_match(path: str, terms: Terms) -> float:
+    """How well a file's own name (folders and extension left out, and words saying it is a test) is made of
+    abbreviations of the question's words (`command_win.go` for a question about Windows): the question's
+    stems it matches plus the share of its words that match, when at least half of them do and one is an
+    abbreviation; else 0. A name made of the question's words as written needs no help: nls weighs the words
+    of a path (`nls.index.PATH_BOOST`), but not the words they abbreviate."""
+    base = re.sub(r"\.[A-Za-z0-9.]+$", "", path.rsplit("/", 1)[-1])
+    words = [w for w in split_identifier(base.replace("-", "_")) if w not in _TEST_WORDS]
+    matched = matched_words(words, terms)
+    if not matched.abbreviated or matched.parts * 2 < matched.total:
+        return 0.0
+    return matched.weight + matched.parts / matched.total
+
+
+def code_under_test(path: str) -> str | None:
+    """The code file beside `path` that it tests, by name (`args_test.go` → `args.go`); None: not a test file
+    named after one."""
+    m = _TESTED.search(path)
+    if m is None:
+        return None
+    name = m.group("py") or m.group("stem") + m.group("ext")
+    return path[: m.start()] + name
+
+
 def _fuse(run: _Run) -> list[_File]:
+    # Among the files the searches found, those named with abbreviations of the question's words, best first.
+    named = sorted(
+        ((value, f) for f in run.files.values() if f.ranks and (value := name_match(f.path, run.terms)) > 0),
+        key=lambda t: (-t[0], t[1].repo, t[1].path),
+    )
+    for rank, (_value, f) in enumerate(named):
+        f.ranks["name"] = rank
     for f in run.files.values():
         score = sum(_WEIGHTS[name] / (RRF_K + rank) for name, rank in f.ranks.items())
         score += _W_PATH * _path_coverage(f.path, run.terms) * (1.0 if f.ranks else 0.0)
         f.score = score * (kind_prior(f.path, run.terms) or 0.0)
+    if "test" in run.terms.asked_kinds:
+        scores = {(f.repo, f.path): f.score for f in run.files.values()}
+        for f in run.files.values():
+            subject = code_under_test(f.path)
+            if subject is not None:
+                f.score += _W_TESTED * scores.get((f.repo, subject), 0.0)
     return sorted(run.files.values(), key=lambda f: (-f.score, f.repo, f.path))
 
 
@@ -775,6 +896,11 @@ def _summary(run: _Run, scope: ResolvedRevision | None, quotes: list[_Quote]) ->
         lines.extend(f"   {text}" for text in quote(first.lines, c.start_line, terms))
         lines.append("   ```")
     return "\n".join(lines)
+
+
+def _said(text: str, terms: Terms) -> set[str]:
+    """The question's stems that `text` holds, as words or abbreviated (`regexp`, `lookup`)."""
+    return set(matched_words((w for token in _TOKEN.findall(text) for w in split_identifier(token)), terms).stems)
 
 
 def _line_stems(text: str) -> set[str]:
