@@ -80,8 +80,10 @@ _W_NLS = 1.0
 _W_IDENT = 0.9
 _W_KEYWORD = 0.5
 _W_PATH = 0.45
-# The list of candidate files whose own name (not their folders') is made of the question's words.
+# The list of candidate files whose own name (not their folders') is made of abbreviations of the question's
+# words (name_match).
 _W_NAME = 0.5
+# What a question stem matched only through an abbreviation counts in a file's name, against 1 as written.
 _W_ABBREVIATED = 0.5
 # When the question asks for tests: the share of the score of the code file a test file tests (`args.go` for
 # `args_test.go`) that the test file gets. A name matched through abbreviations (`args` for "arguments") ranks
@@ -959,6 +961,8 @@ def _why(run: _Run, f: _File) -> str:
         reasons.append("holds the words " + ", ".join(sorted(terms.keywords, key=len, reverse=True)[:MAX_AND_WORDS]))
     if _path_coverage(f.path, terms) > 0:
         reasons.append("its path matches the question")
+    elif "name" in f.ranks:
+        reasons.append("its name abbreviates words of the question")
     return "; ".join(reasons) or "its name"
 
 
