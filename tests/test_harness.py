@@ -29,12 +29,16 @@ def free_port() -> int:
 class CollectedTest:
     """What the marking hook of tests/conftest.py reads of a collected test: its path; it records the markers added."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, slow_minutes: int | None = None) -> None:
         self.path = path
         self.markers: list[str] = []
+        self.slow = None if slow_minutes is None else pytest.mark.slow(minutes=slow_minutes).mark
 
     def add_marker(self, marker: pytest.MarkDecorator) -> None:
         self.markers.append(marker.name)
+
+    def get_closest_marker(self, name: str) -> pytest.Mark | None:
+        return self.slow if name == "slow" else None
 
 
 def test_every_test_under_a_jobs_folder_and_only_there_is_marked_database() -> None:
@@ -50,6 +54,17 @@ def test_every_test_under_a_jobs_folder_and_only_there_is_marked_database() -> N
     pytest_collection_modifyitems(cast(list[pytest.Item], jobs + others))
     assert [test.markers for test in jobs] == [["database"], ["database"]]
     assert [test.markers for test in others] == [[], [], []]
+
+
+def test_slow_tests_are_collected_first_longest_first() -> None:
+    """So that xdist's work stealing never leaves one worker a ten-minute test at the end (scripts/test)."""
+    quick, two, ten, one = (
+        CollectedTest(TESTS / f"test_{n}.py", m) for n, m in (("a", None), ("b", 2), ("c", 10), ("d", 1))
+    )
+    also_quick = CollectedTest(TESTS / "test_e.py")
+    items = [quick, two, ten, one, also_quick]
+    pytest_collection_modifyitems(cast(list[pytest.Item], items))
+    assert items == [ten, two, one, quick, also_quick]  # the others keep their order
 
 
 @pytest.mark.database  # the reset runs only on PostgreSQL: this test's whole point is the PostgreSQL pass
