@@ -12,7 +12,8 @@ commits and questions taken from the sources): keyword_search, read_file, list_f
 go_to_definition, find_references, nls_search, commit_search, diff_search, compare_revisions,
 get_contributor_repos and the evaluator (each one the server lists). A warm-up (--warmup seconds) comes first.
 
-Kill: in the middle of the soak a new commit (a vendored copy of jinja2) is pushed to the first repository and
+Kill: in the middle of the soak a new commit (--push edit: a function added to three files; --push vendor: a
+vendored copy of jinja2, which grows the corpus by about half) is pushed to the first repository and
 its sync requested, so that its index jobs run in the worker children; the worker running one of them is sent
 SIGKILL (any worker, if none is seen running a job in time). Then: is the worker replaced (the server starts
 another), and is the killed job taken over (its lease expires) before the soak ends?
@@ -551,19 +552,32 @@ class Kill:
     log: list[str] = field(default_factory=list)
 
 
-def push_commit(source: Source) -> str:
-    """A new commit on the source (a vendored copy of jinja2 beside its files): its index jobs take a while."""
-    shutil.copytree(VENDORED, source.path / "vendor" / VENDORED.name, ignore=shutil.ignore_patterns("__pycache__"))
+def push_commit(source: Source, push: str = "edit") -> str:
+    """A new commit on the source. `edit` (the default): an ordinary change, a function added to three of its
+    Python files, whose sync and index jobs the workers run. `vendor`: a vendored copy of jinja2 beside its files,
+    whose index jobs take longer, but which grows the soak's corpus by about half mid-run, so that the RSS
+    comparison then measures the new content as much as the server."""
+    if push == "vendor":
+        shutil.copytree(VENDORED, source.path / "vendor" / VENDORED.name, ignore=shutil.ignore_patterns("__pycache__"))
+    else:
+        for k, path in enumerate(sorted(source.path.rglob("*.py"))[:3]):
+            with path.open("a") as out:
+                out.write(
+                    f'\n\ndef soak_added_{k}(value):\n    """Added by the soak\'s mid-run commit."""\n'
+                    f"    return value + {k}\n"
+                )
     git(source.path, "add", "-A")
-    git(source.path, "commit", "-q", "-m", "vendor jinja2")
+    git(source.path, "commit", "-q", "-m", f"soak: mid-run commit ({push})")
     return git(source.path, "rev-parse", "HEAD")
 
 
-def do_kill(server: Server, source: Source, kill: Kill, clock: Any, stop: threading.Event, lead: float) -> None:
+def do_kill(
+    server: Server, source: Source, kill: Kill, clock: Any, stop: threading.Event, lead: float, push: str = "edit"
+) -> None:
     """In a thread: push a commit, request its sync, SIGKILL the worker child that runs one of its jobs (or any
     worker after `lead` seconds), then watch for the worker's replacement and the job's recovery until `stop`."""
     kill.triggered_at = clock()
-    kill.commit = push_commit(source)
+    kill.commit = push_commit(source, push)
     server.request_sync(source.name)
     # The worker that starts working (CPU time rising) on what the sync caused gets the SIGKILL.
     deadline = time.monotonic() + lead
@@ -657,7 +671,7 @@ async def soak(server: Server, mix: Mix, sources: list[Source], args: argparse.N
         # The commit goes in so that its jobs run in the middle of the soak.
         await asyncio.sleep(max(0.0, t0 + args.seconds * args.kill_at - time.perf_counter()))
         lead = max(5.0, args.seconds * 0.2)
-        await asyncio.to_thread(do_kill, server, sources[0], kill, clock, stop, lead)
+        await asyncio.to_thread(do_kill, server, sources[0], kill, clock, stop, lead, args.push)
 
     async def tracer() -> None:
         if args.tracemalloc > 0:  # the server's tracemalloc thread starts tracing at the end of the warm-up
@@ -844,6 +858,12 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument(
         "--kill-at", type=float, default=0.5, help="when the kill's commit goes in (share of --seconds)"
+    )
+    parser.add_argument(
+        "--push",
+        choices=("edit", "vendor"),
+        default="edit",
+        help="the kill's commit: three files edited, or a vendored jinja2 (grows the corpus by about half)",
     )
     parser.add_argument("--window", type=float, default=30.0, help="seconds after the kill its errors are explained")
     parser.add_argument("--sample", type=float, default=5.0, help="seconds between RSS samples")
