@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
-from playwright.sync_api import ConsoleMessage, Page
+from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
 
 from codewell.app import create_app
 from codewell.runtime import Runtime
@@ -124,3 +124,24 @@ def sign_in(tab: Page, site: str, username: str, password: str) -> None:
     tab.fill("#password", password)
     with tab.expect_navigation():
         tab.click("button[type=submit]")
+
+
+@contextlib.contextmanager
+def chromium() -> Iterator[Browser]:
+    """Debian's chromium, headless, closed on the way out."""
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@contextlib.contextmanager
+def signed_in_tab(site: str, username: str, password: str) -> Iterator[tuple[Page, list[str]]]:
+    """A tab signed in through the form, and the messages its console logs (CSP violations show up there)."""
+    with chromium() as browser:
+        tab = browser.new_page()
+        console = watch_console(tab)
+        sign_in(tab, site, username, password)
+        yield tab, console

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Frame, sync_playwright
+from playwright.sync_api import Frame
 
 from codewell.agents.answers import AgentAnswer
 from codewell.agents.jobs import DeepSearchJobs, answer_with_agents
@@ -17,7 +17,12 @@ from codewell.core.actors import INTERNAL, Actor
 from codewell.repos.service import RepoService
 from codewell.runtime import Runtime
 from codewell.search.service import SearchService
-from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, axe_source, serve_app, sign_in, watch_console
+from tests.browser import (
+    ARTIFACTS,
+    axe_source,
+    serve_app,
+    signed_in_tab,
+)
 from tests.factories import make_user
 from tests.gitfixtures import make_repo, register_local_repo
 
@@ -57,51 +62,44 @@ def site(runtime: Runtime, tmp_path: Path) -> Iterator[tuple[str, DeepSearchJobs
 @pytest.mark.browser
 def test_the_page_turns_into_the_answer_without_a_reload(site: tuple[str, DeepSearchJobs, Gate]) -> None:
     url, jobs, gate = site
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            tab = browser.new_page()
-            console = watch_console(tab)
-            sign_in(tab, url, "alice", PASSWORD)
-            tab.goto(f"{url}/deepsearch")
-            tab.fill("#question", QUESTION)
-            with tab.expect_navigation():
-                tab.click("form.ask button[type=submit]")
-            assert "/deepsearch/" in tab.url
-            assert tab.get_attribute("#conversation", "data-status") == "pending"
+    with signed_in_tab(url, "alice", PASSWORD) as (tab, console):
+        tab.goto(f"{url}/deepsearch")
+        tab.fill("#question", QUESTION)
+        with tab.expect_navigation():
+            tab.click("form.ask button[type=submit]")
+        assert "/deepsearch/" in tab.url
+        assert tab.get_attribute("#conversation", "data-status") == "pending"
 
-            navigations: list[str] = []
+        navigations: list[str] = []
 
-            def navigated(frame: Frame) -> None:
-                navigations.append(frame.url)
+        def navigated(frame: Frame) -> None:
+            navigations.append(frame.url)
 
-            tab.on("framenavigated", navigated)
-            worker = threading.Thread(target=jobs.run_pending, daemon=True)
-            worker.start()
-            assert gate.started.wait(10)
-            tab.wait_for_selector("#conversation[data-status=processing]", timeout=10_000)
-            gate.release.set()
-            tab.wait_for_selector("#conversation[data-status=completed]", timeout=10_000)
-            worker.join(10)
-            assert navigations == []  # htmx swapped the conversation in: no reload, no navigation
-            source = tab.locator("ul.sources a").first
-            assert source.inner_text().startswith("acme/app – billing/retry.py:")
-            assert tab.locator("form.follow-up textarea").count() == 1
-            ARTIFACTS.mkdir(parents=True, exist_ok=True)
-            tab.screenshot(path=str(ARTIFACTS / "deepsearch-answered.png"), full_page=True)
-            conversation = tab.url
-            with tab.expect_navigation():
-                source.click()
-            assert "/acme/app@" in tab.url
-            assert tab.locator("tr.hit").count() >= 1  # the file view at the cited lines
-            assert [m for m in console if "Content Security Policy" in m] == []
+        tab.on("framenavigated", navigated)
+        worker = threading.Thread(target=jobs.run_pending, daemon=True)
+        worker.start()
+        assert gate.started.wait(10)
+        tab.wait_for_selector("#conversation[data-status=processing]", timeout=10_000)
+        gate.release.set()
+        tab.wait_for_selector("#conversation[data-status=completed]", timeout=10_000)
+        worker.join(10)
+        assert navigations == []  # htmx swapped the conversation in: no reload, no navigation
+        source = tab.locator("ul.sources a").first
+        assert source.inner_text().startswith("acme/app – billing/retry.py:")
+        assert tab.locator("form.follow-up textarea").count() == 1
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        tab.screenshot(path=str(ARTIFACTS / "deepsearch-answered.png"), full_page=True)
+        conversation = tab.url
+        with tab.expect_navigation():
+            source.click()
+        assert "/acme/app@" in tab.url
+        assert tab.locator("tr.hit").count() >= 1  # the file view at the cited lines
+        assert [m for m in console if "Content Security Policy" in m] == []
 
-            axe = axe_source()
-            for page in (f"{url}/deepsearch", conversation):
-                tab.goto(page)
-                tab.evaluate(axe)  # through the devtools protocol: the page's CSP does not apply
-                result = tab.evaluate("axe.run(document, {resultTypes: ['violations']})")
-                serious = [v["id"] for v in result["violations"] if v["impact"] in ("serious", "critical")]
-                assert serious == [], page
-        finally:
-            browser.close()
+        axe = axe_source()
+        for page in (f"{url}/deepsearch", conversation):
+            tab.goto(page)
+            tab.evaluate(axe)  # through the devtools protocol: the page's CSP does not apply
+            result = tab.evaluate("axe.run(document, {resultTypes: ['violations']})")
+            serious = [v["id"] for v in result["violations"] if v["impact"] in ("serious", "critical")]
+            assert serious == [], page

@@ -8,12 +8,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import Page
 
 from codewell.core.actors import INTERNAL
 from codewell.runtime import Runtime
 from codewell.search.service import SearchService
-from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, serve_app, sign_in, watch_console
+from tests.browser import ARTIFACTS, serve_app, signed_in_tab
 from tests.factories import make_user
 from tests.gitfixtures import commit, make_repo, register_local_repo
 
@@ -33,15 +33,8 @@ def site(runtime: Runtime, tmp_path: Path) -> Iterator[str]:
 
 @pytest.fixture
 def page(site: str) -> Iterator[tuple[Page, list[str]]]:
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            tab = browser.new_page()
-            console = watch_console(tab)
-            sign_in(tab, site, "root", PASSWORD)
-            yield tab, console
-        finally:
-            browser.close()
+    with signed_in_tab(site, "root", PASSWORD) as (tab, console):
+        yield tab, console
 
 
 def _shot(page: Page, name: str) -> None:

@@ -9,11 +9,16 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx2 as httpx
 import pytest
-from playwright.sync_api import Route, sync_playwright
+from playwright.sync_api import Route
 
 from codewell.oauth.grants import pkce_challenge
 from codewell.runtime import Runtime
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, axe_source, serious_violations, serve_app, sign_in, watch_console
+from tests.browser import (
+    axe_source,
+    serious_violations,
+    serve_app,
+    signed_in_tab,
+)
 from tests.factories import make_user
 
 PASSWORD = "correct horse battery staple"
@@ -49,53 +54,46 @@ def test_consent_and_authorization_error_pages_have_the_site_layout(site: str) -
     assert registered.status_code == 201, registered.text
     client_id = registered.json()["client_id"]
     axe = axe_source()
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            tab = browser.new_page()
-            console = watch_console(tab)
-            sign_in(tab, site, "dev", PASSWORD)
-            found: dict[str, list[str]] = {}
-            # An authorization error: a redirect URI the client never registered stays on our page.
-            for scheme in ("light", "dark"):
-                tab.emulate_media(color_scheme=scheme)
-                response = tab.goto(_authorize_url(site, client_id, redirect_uri="http://127.0.0.1:1/elsewhere"))
-                assert response is not None
-                assert response.status == 400
-                assert tab.locator("header a.brand").inner_text() == "codewell"
-                assert tab.locator("#error-title").inner_text() == "The application's sign-in request did not work"
-                assert "invalid_request" in tab.locator(".error-message").inner_text()
-                assert "connect it to codewell again" in tab.locator("main").inner_text()
-                if bad := serious_violations(tab, axe):
-                    found[f"error {scheme}"] = bad
-            # The consent page.
-            for scheme in ("light", "dark"):
-                tab.emulate_media(color_scheme=scheme)
-                response = tab.goto(_authorize_url(site, client_id))
-                assert response is not None
-                assert response.status == 200
-                assert tab.locator("header a.brand").inner_text() == "codewell"
-                assert tab.locator("h1").inner_text() == "Allow Helpful Agent to use codewell as you?"
-                main = tab.locator("main").inner_text()
-                assert "You are signed in as dev." in main
-                assert "read only the repositories you can read" in main
-                assert "127.0.0.1:33418" in main
-                if bad := serious_violations(tab, axe):
-                    found[f"consent {scheme}"] = bad
-            assert found == {}
-            # Allow: the client's callback receives a code and its state.
-            called: list[str] = []
+    with signed_in_tab(site, "dev", PASSWORD) as (tab, console):
+        found: dict[str, list[str]] = {}
+        # An authorization error: a redirect URI the client never registered stays on our page.
+        for scheme in ("light", "dark"):
+            tab.emulate_media(color_scheme=scheme)
+            response = tab.goto(_authorize_url(site, client_id, redirect_uri="http://127.0.0.1:1/elsewhere"))
+            assert response is not None
+            assert response.status == 400
+            assert tab.locator("header a.brand").inner_text() == "codewell"
+            assert tab.locator("#error-title").inner_text() == "The application's sign-in request did not work"
+            assert "invalid_request" in tab.locator(".error-message").inner_text()
+            assert "connect it to codewell again" in tab.locator("main").inner_text()
+            if bad := serious_violations(tab, axe):
+                found[f"error {scheme}"] = bad
+        # The consent page.
+        for scheme in ("light", "dark"):
+            tab.emulate_media(color_scheme=scheme)
+            response = tab.goto(_authorize_url(site, client_id))
+            assert response is not None
+            assert response.status == 200
+            assert tab.locator("header a.brand").inner_text() == "codewell"
+            assert tab.locator("h1").inner_text() == "Allow Helpful Agent to use codewell as you?"
+            main = tab.locator("main").inner_text()
+            assert "You are signed in as dev." in main
+            assert "read only the repositories you can read" in main
+            assert "127.0.0.1:33418" in main
+            if bad := serious_violations(tab, axe):
+                found[f"consent {scheme}"] = bad
+        assert found == {}
+        # Allow: the client's callback receives a code and its state.
+        called: list[str] = []
 
-            def callback(route: Route) -> None:
-                called.append(route.request.url)
-                route.fulfill(status=200, body="connected", content_type="text/plain")
+        def callback(route: Route) -> None:
+            called.append(route.request.url)
+            route.fulfill(status=200, body="connected", content_type="text/plain")
 
-            tab.route(f"{CALLBACK}**", callback)
-            tab.click("#approve")
-            tab.wait_for_url(f"{CALLBACK}**")
-            query = parse_qs(urlsplit(called[0]).query)
-            assert query["state"] == ["st4te"]
-            assert query["code"][0]
-            assert [m for m in console if "Content Security Policy" in m] == []
-        finally:
-            browser.close()
+        tab.route(f"{CALLBACK}**", callback)
+        tab.click("#approve")
+        tab.wait_for_url(f"{CALLBACK}**")
+        query = parse_qs(urlsplit(called[0]).query)
+        assert query["state"] == ["st4te"]
+        assert query["code"][0]
+        assert [m for m in console if "Content Security Policy" in m] == []

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx2 as httpx
 import pytest
 import uvicorn
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import Page
 from starlette.exceptions import HTTPException
 
 from codewell.accounts.service import AccountService
@@ -22,7 +22,12 @@ from codewell.app import create_app
 from codewell.core.actors import INTERNAL
 from codewell.http.errors import http_exception_handler
 from codewell.runtime import Runtime
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, axe_source, free_port, serious_violations, sign_in, watch_console
+from tests.browser import (
+    axe_source,
+    free_port,
+    serious_violations,
+    signed_in_tab,
+)
 from tests.factories import make_user
 from tests.gitfixtures import make_repo, register_local_repo
 
@@ -65,36 +70,29 @@ def _check_page(tab: Page, status: int, title: str) -> None:
 @pytest.mark.browser
 def test_error_pages_have_the_site_layout_next_steps_and_no_serious_violations(site: str) -> None:
     axe = axe_source()
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            tab = browser.new_page()
-            console = watch_console(tab)
-            sign_in(tab, site, "dev", PASSWORD)
-            pages = {
-                f"{site}/-/no/such/page": (404, "Page not found"),
-                f"{site}/acme/app/-/blob/missing.py": (404, "Page not found"),
-                f"{site}/acme/nothing-here": (404, "Page not found"),
-                f"{site}/site-admin": (403, "You do not have access to this page"),
-            }
-            found: dict[str, list[str]] = {}
-            for url, (status, title) in pages.items():
-                for scheme in ("light", "dark"):
-                    tab.emulate_media(color_scheme=scheme)
-                    response = tab.goto(url)
-                    assert response is not None
-                    assert response.status == status, url
-                    _check_page(tab, status, title)
-                    assert tab.locator("header").get_by_role("link", name="dev").count() == 1  # signed in
-                    background = tab.evaluate("getComputedStyle(document.body).backgroundColor")
-                    assert (background == "rgb(255, 255, 255)") == (scheme == "light"), (scheme, background)
-                    bad = serious_violations(tab, axe)
-                    if bad:
-                        found[f"{url} {scheme}"] = bad
-            assert found == {}
-            assert [m for m in console if "Content Security Policy" in m] == []
-        finally:
-            browser.close()
+    with signed_in_tab(site, "dev", PASSWORD) as (tab, console):
+        pages = {
+            f"{site}/-/no/such/page": (404, "Page not found"),
+            f"{site}/acme/app/-/blob/missing.py": (404, "Page not found"),
+            f"{site}/acme/nothing-here": (404, "Page not found"),
+            f"{site}/site-admin": (403, "You do not have access to this page"),
+        }
+        found: dict[str, list[str]] = {}
+        for url, (status, title) in pages.items():
+            for scheme in ("light", "dark"):
+                tab.emulate_media(color_scheme=scheme)
+                response = tab.goto(url)
+                assert response is not None
+                assert response.status == status, url
+                _check_page(tab, status, title)
+                assert tab.locator("header").get_by_role("link", name="dev").count() == 1  # signed in
+                background = tab.evaluate("getComputedStyle(document.body).backgroundColor")
+                assert (background == "rgb(255, 255, 255)") == (scheme == "light"), (scheme, background)
+                bad = serious_violations(tab, axe)
+                if bad:
+                    found[f"{url} {scheme}"] = bad
+        assert found == {}
+        assert [m for m in console if "Content Security Policy" in m] == []
 
 
 def test_json_clients_and_curl_keep_their_error_shapes(runtime: Runtime, site: str) -> None:
