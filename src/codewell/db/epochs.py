@@ -27,15 +27,17 @@ Within one request (one `authz.scope`) the epochs are read once, on first need, 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Protocol, Self
 
 from codewell.db.models import CacheEpochRow
 
 if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
     from codewell.db.database import Database
     from codewell.runtime import Runtime
 
@@ -45,7 +47,9 @@ __all__ = [
     "CacheEpochRow",
     "CacheEpochs",
     "Epochs",
+    "create_triggers",
     "drop_trigger_statements",
+    "drop_triggers",
     "function_statements",
     "per_request",
     "trigger_statements",
@@ -173,3 +177,28 @@ def drop_trigger_statements(dialect: str, table: str) -> list[str]:
     if dialect == "postgresql":
         return [f"DROP TRIGGER IF EXISTS {table}_cache_epoch ON {table}"]
     return [f"DROP TRIGGER IF EXISTS {table}_cache_epoch_{event}" for event in ("insert", "delete", "update")]
+
+
+class MigrationOps(Protocol):
+    """What the trigger helpers use of a migration's `alembic.op`."""
+
+    def get_bind(self) -> Connection: ...
+
+    def execute(self, sqltext: str, /) -> None: ...
+
+
+def create_triggers(op: MigrationOps, epoch: str, watched: Mapping[str, Sequence[str] | None]) -> None:
+    """In a capability's migration: make every change of its `watched` tables (only of the listed columns, where
+    given) bump `epoch`. The capability that owns the tables owns their triggers."""
+    dialect = op.get_bind().dialect.name
+    for table, columns in watched.items():
+        for statement in trigger_statements(dialect, table, epoch, columns):
+            op.execute(statement)
+
+
+def drop_triggers(op: MigrationOps, watched: Mapping[str, Sequence[str] | None]) -> None:
+    """The migration's downgrade: the triggers of `create_triggers` gone."""
+    dialect = op.get_bind().dialect.name
+    for table in watched:
+        for statement in drop_trigger_statements(dialect, table):
+            op.execute(statement)

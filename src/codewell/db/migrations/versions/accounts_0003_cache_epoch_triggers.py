@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from alembic import op
 
-from codewell.db.epochs import ACCOUNTS, drop_trigger_statements, trigger_statements
+from codewell.db.epochs import ACCOUNTS, create_triggers, drop_triggers
 
 revision = "accounts_0003"
 down_revision = "accounts_0002"
@@ -28,14 +28,8 @@ WATCHED: dict[str, tuple[str, ...] | None] = {
 
 
 def upgrade() -> None:
-    dialect = op.get_bind().dialect.name
-    for table, columns in WATCHED.items():
-        for statement in trigger_statements(dialect, table, ACCOUNTS, columns):
-            op.execute(statement)
+    create_triggers(op, ACCOUNTS, WATCHED)
 
 
 def downgrade() -> None:
-    dialect = op.get_bind().dialect.name
-    for table in WATCHED:
-        for statement in drop_trigger_statements(dialect, table):
-            op.execute(statement)
+    drop_triggers(op, WATCHED)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from alembic import op
 
-from codewell.db.epochs import REPOS, drop_trigger_statements, trigger_statements
+from codewell.db.epochs import REPOS, create_triggers, drop_triggers
 
 revision = "repos_0003"
 down_revision = "repos_0002"
@@ -24,14 +24,8 @@ WATCHED: dict[str, tuple[str, ...] | None] = {
 
 
 def upgrade() -> None:
-    dialect = op.get_bind().dialect.name
-    for table, columns in WATCHED.items():
-        for statement in trigger_statements(dialect, table, REPOS, columns):
-            op.execute(statement)
+    create_triggers(op, REPOS, WATCHED)
 
 
 def downgrade() -> None:
-    dialect = op.get_bind().dialect.name
-    for table in WATCHED:
-        for statement in drop_trigger_statements(dialect, table):
-            op.execute(statement)
+    drop_triggers(op, WATCHED)
