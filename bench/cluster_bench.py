@@ -55,6 +55,7 @@ from scale_bench import (
     RARE,
     Cluster,
     Ripgrep,
+    Server,
     admin_token,
     find_rg,
     free_port,
@@ -288,14 +289,20 @@ def overhead_phase(
     return out
 
 
-def run_overhead(args: argparse.Namespace) -> dict[str, Any]:
-    """One web process, one worker, one replica holding every repository: the overhead phase only."""
-    root = corpus.linux_many(args.repos)
-    bench = Bench(args)
+def start_web_and_worker(bench: Bench) -> tuple[Server, httpx2.Client]:
+    """The web tier (`serve --no-jobs`) with an admin's client, and one `codewell worker`."""
     web_port = free_port()
     web = bench.cluster.start("web", ["serve", "--no-jobs", "--port", str(web_port)], web_port)
     client = httpx2.Client(headers={"authorization": f"token {admin_token(web)}"}, timeout=600)
     bench.cluster.start("worker", ["worker"])
+    return web, client
+
+
+def run_overhead(args: argparse.Namespace) -> dict[str, Any]:
+    """One web process, one worker, one replica holding every repository: the overhead phase only."""
+    root = corpus.linux_many(args.repos)
+    bench = Bench(args)
+    web, client = start_web_and_worker(bench)
     bench.start_searcher("s1")
 
     def search(query: str) -> tuple[dict[str, Any], float]:
@@ -361,10 +368,7 @@ def memory_phase(bench: Bench, names: list[str], source_mb: int) -> list[dict[st
 def run(args: argparse.Namespace) -> dict[str, Any]:
     root = corpus.linux_many(args.repos)
     bench = Bench(args)
-    web_port = free_port()
-    web = bench.cluster.start("web", ["serve", "--no-jobs", "--port", str(web_port)], web_port)
-    client = httpx2.Client(headers={"authorization": f"token {admin_token(web)}"}, timeout=600)
-    bench.cluster.start("worker", ["worker"])
+    web, client = start_web_and_worker(bench)
     names = [f"s{k + 1}" for k in range(args.searchers)]
     for name in names:
         bench.start_searcher(name)

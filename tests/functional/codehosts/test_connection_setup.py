@@ -263,16 +263,7 @@ def test_codewell_codehosts_test_prints_each_check_and_fails_when_one_fails(
 ) -> None:
     add_repo(host, None, 1, "acme/one", visibility="public")
     token_file = tmp_path / "token"
-    token_file.write_text(host.pat("svc") + "\n")
-    config = tmp_path / "site.json"
-    connection = {"id": "gh", "kind": "github", "url": host.url, "tokenFile": str(token_file), "orgs": ["acme"]}
-    config.write_text(json.dumps({"codeHostConnections": [connection]}))
-    env = {
-        **os.environ,
-        "CODEWELL_DATA_DIR": str(tmp_path / "data"),
-        "CODEWELL_SITE_CONFIG": str(config),
-        "CODEWELL_DATABASE_URL": database_url,
-    }
+    env = _cli_env(tmp_path, database_url, host, token_file)
     shown = cliprocess.run("codehosts", "test", "gh", env=env, timeout=120)
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.splitlines() == [
@@ -353,16 +344,9 @@ def test_codewell_codehosts_remove_keeps_or_removes_the_repositories(
 ) -> None:
     add_repo(host, tmp_path, 1, "acme/one", visibility="public")
     token_file = tmp_path / "token"  # written by hand: never deleted by a removal
-    token_file.write_text(host.pat("svc") + "\n")
-    config = tmp_path / "site.json"
-    connection = {"id": "gh", "kind": "github", "url": host.url, "tokenFile": str(token_file), "orgs": ["acme"]}
-    config.write_text(json.dumps({"codeHostConnections": [connection]}))
-    env = {
-        **os.environ,
-        "CODEWELL_DATA_DIR": str(tmp_path / "data"),
-        "CODEWELL_SITE_CONFIG": str(config),
-        "CODEWELL_DATABASE_URL": database_url,
-    }
+    env = _cli_env(tmp_path, database_url, host, token_file)
+    config = Path(env["CODEWELL_SITE_CONFIG"])
+    with_connection = config.read_text()
     assert cliprocess.run("codehosts", "sync", "gh", env=env, timeout=120).returncode == 0
     removed = cliprocess.run("codehosts", "remove", "gh", "--json", env=env, timeout=120)
     assert removed.returncode == 0, removed.stderr
@@ -376,10 +360,25 @@ def test_codewell_codehosts_remove_keeps_or_removes_the_repositories(
     assert "gh" in again.stderr
 
     # Added back and removed with its repositories.
-    config.write_text(json.dumps({"codeHostConnections": [connection]}))
+    config.write_text(with_connection)
     cliprocess.run("repos", "remove", "127.0.0.1/acme/one", env=env, timeout=120)
     assert cliprocess.run("codehosts", "sync", "gh", env=env, timeout=120).returncode == 0
     gone = cliprocess.run("codehosts", "remove", "gh", "--remove-repos", env=env, timeout=120)
     assert gone.returncode == 0, gone.stderr
     assert gone.stdout.splitlines() == ["removed the connection gh", "its 1 repositories were removed too"]
     assert json.loads(cliprocess.run("repos", "list", "--json", env=env, timeout=120).stdout)["repos"] == []
+
+
+def _cli_env(tmp_path: Path, database_url: str, host: FakeCodeHost, token_file: Path) -> dict[str, str]:
+    """The environment of a `codewell codehosts ...` process whose site config holds one GitHub connection `gh`
+    (org acme) reading the service user's token from `token_file` (written here)."""
+    token_file.write_text(host.pat("svc") + "\n")
+    config = tmp_path / "site.json"
+    connection = {"id": "gh", "kind": "github", "url": host.url, "tokenFile": str(token_file), "orgs": ["acme"]}
+    config.write_text(json.dumps({"codeHostConnections": [connection]}))
+    return {
+        **os.environ,
+        "CODEWELL_DATA_DIR": str(tmp_path / "data"),
+        "CODEWELL_SITE_CONFIG": str(config),
+        "CODEWELL_DATABASE_URL": database_url,
+    }

@@ -12,14 +12,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page
 
 from codewell.agents.jobs import DeepSearchJobs
 from codewell.agents.render import WITHHELD_NOTICE
 from codewell.core.actors import INTERNAL
 from codewell.repos.service import RepoService
 from codewell.search.service import SearchService
-from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, sign_in
+from tests.browser import ARTIFACTS, chromium, sign_in
 from tests.functional.mcp.served import Served, served, tool_specs
 from tests.gitfixtures import make_repo, register_local_repo
 
@@ -55,12 +55,8 @@ def site(served: Served, tmp_path: Path) -> tuple[Served, DeepSearchJobs]:
 
 @pytest.fixture
 def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            launched.close()
+    with chromium() as launched:
+        yield launched
 
 
 def _signed_in(browser: Browser, served: Served, username: str, console: list[str]) -> tuple[BrowserContext, Page]:
