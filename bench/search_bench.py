@@ -25,6 +25,7 @@ from codewell.search.index.shard import Shard
 from codewell.search.indexer import branch_commits, build_from_mirror
 from codewell.search.parallel import search_many, search_shard_parallel
 from codewell.search.query.parser import parse_query
+from codewell.search.searcher import gc_paused
 
 RG = str(Path(sys.executable).with_name("rg"))
 OUT = Path(__file__).with_name(".results")
@@ -85,9 +86,12 @@ def rg_first_page(root: Path, literal: str, lines: int = 500) -> float:
 def ours(shard: Shard, query: str) -> tuple[set[str], float, int]:
     q = parse_query(query)
     started = time.perf_counter()
-    result = search_shard_parallel(
-        shard, q, branch=None, limit=None if q.count_all else 500, deadline=time.monotonic() + 60, pool=POOL, parts=2
-    )
+    # As SearchService.search runs it: no cyclic collection while the answer is built.
+    with gc_paused():
+        limit = None if q.count_all else 500
+        result = search_shard_parallel(
+            shard, q, branch=None, limit=limit, deadline=time.monotonic() + 60, pool=POOL, parts=2
+        )
     elapsed = time.perf_counter() - started
     found: set[str] = set()
     for hit in result.hits:

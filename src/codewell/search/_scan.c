@@ -338,6 +338,212 @@ static PyObject *map_lines(PyObject *Py_UNUSED(self), PyObject *args) {
 }
 
 
+/* The [start, end) runs of an int64 buffer of 2N entries, checked against the content's length. */
+static int read_runs(PyObject *obj, Py_ssize_t content_len, Py_buffer *view, Py_ssize_t *count) {
+    if (get_buffer(obj, view, 16, "runs") < 0) return -1;
+    const int64_t *bounds = view->buf;
+    *count = view->len / 16;
+    for (Py_ssize_t r = 0; r < *count; r++) {
+        if (bounds[2 * r] < 0 || bounds[2 * r] > bounds[2 * r + 1] || bounds[2 * r + 1] > content_len) {
+            PyErr_Format(PyExc_ValueError, "runs: [%lld, %lld) is outside the content", (long long)bounds[2 * r],
+                         (long long)bounds[2 * r + 1]);
+            PyBuffer_Release(view);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *bytes_of(const int64_t *items, Py_ssize_t count) {
+    return PyBytes_FromStringAndSize((const char *)items, count * (Py_ssize_t)sizeof(int64_t));
+}
+
+PyDoc_STRVAR(find_hits_doc,
+             "find_hits(content, needle, case_sensitive, runs, budget, starts, doc_page0, nl_pages, nl_low,\n"
+             "          page_shift) -> tuple[bytes, bytes, bytes]\n\n"
+             "find_lines and map_lines in one call, without a Python object per match: `runs` is an int64\n"
+             "buffer of [start, end) pairs; the answer is three native-endian int64 arrays as bytes (one entry\n"
+             "per matching line, ascending): the document, the global line and the first match's offset.");
+
+static PyObject *find_hits(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *content_obj, *runs_obj, *objs[4];
+    const char *needle;
+    Py_ssize_t needle_len, budget;
+    int case_sensitive, shift;
+    if (!PyArg_ParseTuple(args, "Oy#pOnOOOOi", &content_obj, &needle, &needle_len, &case_sensitive, &runs_obj,
+                          &budget, &objs[0], &objs[1], &objs[2], &objs[3], &shift)) {
+        return NULL;
+    }
+    if (needle_len == 0) {
+        PyErr_SetString(PyExc_ValueError, "needle: empty");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < needle_len; i++) {
+        uint8_t c = (uint8_t)needle[i];
+        if (c >= 0x80 || c == '\n' || (!case_sensitive && c >= 'A' && c <= 'Z')) {
+            PyErr_SetString(PyExc_ValueError, "needle: ASCII without newlines, lower case when case-insensitive");
+            return NULL;
+        }
+    }
+    if (shift < 1 || shift > 16) return PyErr_Format(PyExc_ValueError, "page_shift: %d is not in 1..16", shift);
+    Py_buffer content, runs, views[4];
+    if (get_buffer(content_obj, &content, 1, "content") < 0) return NULL;
+    Py_ssize_t run_count;
+    if (read_runs(runs_obj, content.len, &runs, &run_count) < 0) {
+        PyBuffer_Release(&content);
+        return NULL;
+    }
+    const Py_ssize_t sizes[4] = {8, 8, 8, 2};
+    const char *names[4] = {"starts", "doc_page0", "nl_pages", "nl_low"};
+    for (int i = 0; i < 4; i++) {
+        if (get_buffer(objs[i], &views[i], sizes[i], names[i]) < 0) {
+            while (i-- > 0) PyBuffer_Release(&views[i]);
+            PyBuffer_Release(&runs);
+            PyBuffer_Release(&content);
+            return NULL;
+        }
+    }
+    const int64_t *bounds = runs.buf, *starts = views[0].buf, *page0 = views[1].buf, *pages = views[2].buf;
+    const uint16_t *low = views[3].buf;
+    const Py_ssize_t n_starts = views[0].len / 8, n_docs = views[1].len / 8, n_pages = views[2].len / 8;
+    const Py_ssize_t n_low = views[3].len / 2;
+    const int64_t mask = ((int64_t)1 << shift) - 1;
+    const uint8_t *data = content.buf;
+    Needle n;
+    needle_init(&n, (const uint8_t *)needle, needle_len, !case_sensitive);
+    Offsets docs = {NULL, 0, 0}, lines = {NULL, 0, 0}, firsts = {NULL, 0, 0};
+    int failed = 0; /* 1: out of memory, 2: the tables do not cover an offset */
+    int64_t bad = 0;
+    Py_BEGIN_ALLOW_THREADS;
+    Py_ssize_t doc = -1;
+    int64_t doc_start = 0, doc_end = -1;
+    for (Py_ssize_t r = 0; r < run_count && !failed; r++) {
+        Py_ssize_t pos = (Py_ssize_t)bounds[2 * r], end = (Py_ssize_t)bounds[2 * r + 1];
+        while (pos < end) {
+            Py_ssize_t at = find_needle(&n, data, pos, end);
+            if (at < 0) break;
+            if (at < doc_start || at >= doc_end) {
+                doc = doc_of(starts, n_starts, at);
+                if (doc < 0 || doc + 1 >= n_starts || doc >= n_docs) {
+                    failed = 2;
+                    bad = at;
+                    break;
+                }
+                doc_start = starts[doc];
+                doc_end = starts[doc + 1];
+            }
+            int64_t rel = at - doc_start;
+            int64_t page = page0[doc] + (rel >> shift);
+            if (page < 0 || page + 1 >= n_pages || pages[page] < 0 || pages[page] > pages[page + 1] ||
+                pages[page + 1] > n_low) {
+                failed = 2;
+                bad = at;
+                break;
+            }
+            Py_ssize_t line = bisect_u16(low, (Py_ssize_t)pages[page], (Py_ssize_t)pages[page + 1], (uint16_t)(rel & mask));
+            if (offsets_push(&docs, doc) < 0 || offsets_push(&lines, line) < 0 || offsets_push(&firsts, at) < 0) {
+                failed = 1;
+                break;
+            }
+            if (budget >= 0 && firsts.count >= budget) {
+                r = run_count;
+                break;
+            }
+            const uint8_t *newline = memchr(data + at + n.length, '\n', (size_t)(end - at - n.length));
+            pos = newline == NULL ? end : (Py_ssize_t)(newline - data) + 1;
+        }
+    }
+    Py_END_ALLOW_THREADS;
+    for (int i = 0; i < 4; i++) PyBuffer_Release(&views[i]);
+    PyBuffer_Release(&runs);
+    PyBuffer_Release(&content);
+    PyObject *result = NULL;
+    if (failed == 1) {
+        PyErr_NoMemory();
+    } else if (failed == 2) {
+        PyErr_Format(PyExc_ValueError, "offset %lld is outside the shard's line tables", (long long)bad);
+    } else {
+        PyObject *a = bytes_of(docs.items, docs.count), *b = bytes_of(lines.items, lines.count);
+        PyObject *c = bytes_of(firsts.items, firsts.count);
+        if (a != NULL && b != NULL && c != NULL) result = PyTuple_Pack(3, a, b, c);
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        Py_XDECREF(c);
+    }
+    free(docs.items);
+    free(lines.items);
+    free(firsts.items);
+    return result;
+}
+
+PyDoc_STRVAR(line_bounds_doc,
+             "line_bounds(content, needle, case_sensitive, runs, budget) -> bytes\n\n"
+             "The lines of the int64 [start, end) `runs` buffer that hold the ASCII `needle` (lower case when\n"
+             "not case_sensitive), as one int64 array of (line start, line end) pairs in bytes, ascending (the\n"
+             "end excludes the newline). A regex that requires the literal is then matched on these lines only.");
+
+static PyObject *line_bounds(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *content_obj, *runs_obj;
+    const char *needle;
+    Py_ssize_t needle_len, budget;
+    int case_sensitive;
+    if (!PyArg_ParseTuple(args, "Oy#pOn", &content_obj, &needle, &needle_len, &case_sensitive, &runs_obj, &budget)) {
+        return NULL;
+    }
+    if (needle_len == 0) {
+        PyErr_SetString(PyExc_ValueError, "needle: empty");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < needle_len; i++) {
+        uint8_t c = (uint8_t)needle[i];
+        if (c >= 0x80 || c == '\n' || (!case_sensitive && c >= 'A' && c <= 'Z')) {
+            PyErr_SetString(PyExc_ValueError, "needle: ASCII without newlines, lower case when case-insensitive");
+            return NULL;
+        }
+    }
+    Py_buffer content, runs;
+    if (get_buffer(content_obj, &content, 1, "content") < 0) return NULL;
+    Py_ssize_t run_count;
+    if (read_runs(runs_obj, content.len, &runs, &run_count) < 0) {
+        PyBuffer_Release(&content);
+        return NULL;
+    }
+    const int64_t *bounds = runs.buf;
+    const uint8_t *data = content.buf;
+    Needle n;
+    needle_init(&n, (const uint8_t *)needle, needle_len, !case_sensitive);
+    Offsets found = {NULL, 0, 0};
+    int failed = 0;
+    Py_BEGIN_ALLOW_THREADS;
+    for (Py_ssize_t r = 0; r < run_count && !failed; r++) {
+        Py_ssize_t run_start = (Py_ssize_t)bounds[2 * r], pos = run_start, end = (Py_ssize_t)bounds[2 * r + 1];
+        while (pos < end) {
+            Py_ssize_t at = find_needle(&n, data, pos, end);
+            if (at < 0) break;
+            /* The line starts after the last newline before the match, and not before the run. */
+            Py_ssize_t start = at;
+            while (start > run_start && data[start - 1] != '\n') start--;
+            const uint8_t *newline = memchr(data + at + n.length, '\n', (size_t)(end - at - n.length));
+            Py_ssize_t line_end = newline == NULL ? end : (Py_ssize_t)(newline - data);
+            if (offsets_push(&found, start) < 0 || offsets_push(&found, line_end) < 0) {
+                failed = 1;
+                break;
+            }
+            if (budget >= 0 && found.count / 2 >= budget) {
+                r = run_count;
+                break;
+            }
+            pos = line_end + 1;
+        }
+    }
+    Py_END_ALLOW_THREADS;
+    PyBuffer_Release(&runs);
+    PyBuffer_Release(&content);
+    PyObject *result = failed ? PyErr_NoMemory() : bytes_of(found.items, found.count);
+    free(found.items);
+    return result;
+}
+
 /* Portable roaring format (github.com/RoaringBitmap/RoaringFormatSpec), read in place. */
 enum { SERIAL_COOKIE_NO_RUNCONTAINER = 12346, SERIAL_COOKIE = 12347, NO_OFFSET_THRESHOLD = 4 };
 
@@ -490,6 +696,8 @@ static PyMethodDef methods[] = {
     {"find_lines", find_lines, METH_VARARGS, find_lines_doc},
     {"map_lines", map_lines, METH_VARARGS, map_lines_doc},
     {"posting_keep", posting_keep, METH_VARARGS, posting_keep_doc},
+    {"find_hits", find_hits, METH_VARARGS, find_hits_doc},
+    {"line_bounds", line_bounds, METH_VARARGS, line_bounds_doc},
     {NULL, NULL, 0, NULL},
 };
 

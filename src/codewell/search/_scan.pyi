@@ -8,3 +8,18 @@ def find_lines(
 def map_lines(
     offsets: list[int], starts: Any, doc_page0: Any, nl_pages: Any, nl_low: Any, page_shift: int, /
 ) -> list[tuple[int, int]]: ...
+def find_hits(
+    content: Any,
+    needle: bytes,
+    case_sensitive: bool,
+    runs: Any,
+    budget: int,
+    starts: Any,
+    doc_page0: Any,
+    nl_pages: Any,
+    nl_low: Any,
+    page_shift: int,
+    /,
+) -> tuple[bytes, bytes, bytes]: ...
+def line_bounds(content: Any, needle: bytes, case_sensitive: bool, runs: Any, budget: int, /) -> bytes: ...
+def posting_keep(postings: Any, start: int, end: int, raw: bool, units: list[int], /) -> list[int]: ...

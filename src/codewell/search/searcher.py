@@ -26,9 +26,11 @@ from codewell.search.results import FileMatch, LineMatch, LineSource
 from codewell.search.selection import DeadlineExceeded, Selection, select_docs
 from codewell.search.verify import (
     Evaluator,
+    Hits,
+    group_hits,
     is_plain_literal,
     match_ranges,
-    ranges_of,
+    run_bounds,
     tree_line_bounds,
     tree_ranges,
 )
@@ -113,8 +115,8 @@ def _search(
             result.timed_out = True
             return result
         evaluator.line_budget = limit
-        offsets = evaluator.scan_offsets(query.expr, _unit_runs(shard, units))
-        _collect_pairs(result, evaluator, offsets, limit)
+        runs = np.asarray(_unit_runs(shard, units), dtype=np.int64).reshape(-1, 2)
+        _collect_pairs(result, evaluator.scan_hits(query.expr, runs), limit)
         return result
     if isinstance(query.expr, Pattern) and not path_mode:
         return _search_pattern(selection, query.expr, evaluator, limit, deadline, result)
@@ -164,11 +166,11 @@ def _search_pattern(
             result.timed_out = True
             break
         j = _batch_end(cumulative, i, batch_bytes)
-        runs = ranges_of(units[i:j], shard.unit_starts, _bridges(shard, units[i:j], every_doc))
+        runs = run_bounds(units[i:j], shard.unit_starts, _bridges(shard, units[i:j], every_doc))
         i = j
         batch_bytes = min(batch_bytes * 2, _MAX_BATCH_BYTES)
         evaluator.line_budget = None if limit is None else limit - result.match_count
-        if _collect_pairs(result, evaluator, evaluator.scan_offsets(pattern, runs), limit):
+        if _collect_pairs(result, evaluator.scan_hits(pattern, runs), limit):
             break
     return result
 
@@ -231,24 +233,25 @@ def _collect(
     return False
 
 
-def _collect_pairs(result: ShardResult, evaluator: Evaluator, offsets: list[int], limit: int | None) -> bool:
-    """Append the lines of one pattern's ascending first-match `offsets` to `result`, up to `limit` lines.
+def _collect_pairs(result: ShardResult, found: Hits, limit: int | None) -> bool:
+    """Append one pattern's matching lines (`Hits`, ascending) to `result`, up to `limit` lines.
 
     One pattern's scanners report each line once, in content order: no sets or sorting needed. A
     document continued from the previous batch extends that batch's hit. True = stop.
     """
-    hits = result.hits
+    docs, lines, firsts = found
     if limit is not None:
-        offsets = offsets[: max(0, limit - result.match_count)]
-    hit = hits[-1] if hits else None
-    for (doc, line), offset in zip(evaluator.line_pairs(offsets), offsets, strict=True):
-        if hit is not None and hit.doc == doc:
-            hit.lines.append(line)
-            hit.firsts.append(offset)
+        keep = max(0, limit - result.match_count)
+        docs, lines, firsts = docs[:keep], lines[:keep], firsts[:keep]
+    hits = result.hits
+    for doc, doc_lines, doc_firsts in group_hits((docs, lines, firsts)):
+        last = hits[-1] if hits else None
+        if last is not None and last.doc == doc:
+            last.lines.extend(doc_lines)
+            last.firsts.extend(doc_firsts)
         else:
-            hit = ShardHit(doc, [line], firsts=[offset])
-            hits.append(hit)
-    result.match_count += len(offsets)
+            hits.append(ShardHit(doc, doc_lines, firsts=doc_firsts))
+    result.match_count += len(docs)
     if limit is not None and result.match_count >= limit:
         result.limit_hit = True
         return True

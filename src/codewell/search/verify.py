@@ -36,11 +36,14 @@ from codewell.search.selection import Candidates, check_deadline
 
 __all__ = [
     "Evaluator",
+    "Hits",
     "LineSpan",
+    "group_hits",
     "is_plain_literal",
     "match_ranges",
     "ranges_from",
     "ranges_of",
+    "run_bounds",
     "tree_line_bounds",
     "tree_ranges",
 ]
@@ -48,6 +51,11 @@ __all__ = [
 # A matching line as the verifier reports it: [start, end) content offsets of the line (without its
 # newline), and the match ranges as byte offsets relative to the line start.
 LineSpan = tuple[int, int, list[tuple[int, int]]]
+# One pattern's matching lines as a scan reports them, ascending: int64 arrays of each line's document, global
+# line index and first-match offset. Arrays, not a Python object per line: a `count:all` of a common word finds
+# ~190,000 lines on the Linux tree, and only the lines a page shows ever become objects (results.py).
+Hits = tuple[np.ndarray, np.ndarray, np.ndarray]
+_NO_HITS: Hits = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
 
 _UNANCHORED = re2._re2.RE2.Anchor.UNANCHORED
 # Literal scans go through Hyperscan when the native kernels are missing (tests switch it off too).
@@ -167,6 +175,45 @@ class Evaluator:
     def _ranges_from(self, pattern: Pattern, start: int, end: int, pos: int) -> list[tuple[int, int]]:
         return ranges_from(self.shard.content, pattern, self.case_sensitive, start, end, pos)
 
+    def scan_hits(self, pattern: Pattern, runs: np.ndarray) -> Hits:
+        """The lines of `runs` (an (n, 2) int64 array of [start, end) ranges) that `pattern` matches (`Hits`).
+
+        A plain literal with the native kernels is scanned and mapped to lines in one call that creates no
+        Python object per match; the other scanners report offsets that are then mapped in one go.
+        """
+        if not len(runs):
+            return _NO_HITS
+        if self.native is not None and is_plain_literal(pattern):
+            budget = -1 if self.line_budget is None else self.line_budget
+            needle = pattern.text if self.case_sensitive else pattern.text.lower()
+            tables = self.shard.tables
+            found = self.native.find_hits(
+                self.shard.content,
+                needle.encode(),
+                self.case_sensitive,
+                np.ascontiguousarray(runs, dtype=np.int64),
+                budget,
+                tables.starts,
+                tables.doc_page0,
+                tables.nl_pages,
+                tables.nl_low,
+                self.shard.page_shift,
+            )
+            docs, lines, firsts = (np.frombuffer(raw, dtype=np.int64) for raw in found)
+            return docs, lines, firsts
+        pairs = [(int(a), int(b)) for a, b in runs.tolist()]
+        offsets = self.scan_offsets(pattern, pairs)
+        return self.line_arrays(offsets)
+
+    def line_arrays(self, offsets: list[int]) -> Hits:
+        """`line_pairs` of ascending `offsets` as `Hits` arrays."""
+        if not offsets:
+            return _NO_HITS
+        pairs = self.line_pairs(offsets)
+        docs = np.fromiter((d for d, _ in pairs), dtype=np.int64, count=len(pairs))
+        lines = np.fromiter((x for _, x in pairs), dtype=np.int64, count=len(pairs))
+        return docs, lines, np.asarray(offsets, dtype=np.int64)
+
     def scan_offsets(self, pattern: Pattern, runs: list[tuple[int, int]]) -> list[int]:
         """One offset inside each line of the `runs` that `pattern` matches, ascending (fastest verifier)."""
         if not runs:
@@ -187,6 +234,8 @@ class Evaluator:
                 text = pattern.text.encode()
                 return scan_literal(self.shard.content, text, self.case_sensitive, runs, self.line_budget)
         prefilter = prefilter_literal(pattern.value, regex=pattern.regex)
+        if prefilter is not None and self.native is not None:
+            return self._native_prefiltered(regex._regexp, prefilter, runs)
         if prefilter is not None and self.use_hyperscan:
             return self._hyperscan_prefiltered(regex._regexp, prefilter, runs)
         if prefilter is not None:
@@ -206,6 +255,29 @@ class Evaluator:
         if units is None:
             return ranges_of(doc_ids, self.shard.starts)
         return ranges_of(units, self.shard.unit_starts)
+
+    def _native_prefiltered(self, regexp: Any, literal: bytes, runs: list[tuple[int, int]]) -> list[int]:
+        """Like scan_prefiltered, with the native kernel listing the lines that hold the required literal.
+
+        The kernel hands back every such line's bounds at once, so the Python loop is one RE2 call per
+        candidate line: through Hyperscan each literal match was a Python callback as well (`init_` occurs
+        on ~120,000 lines of the Linux tree, 17,000 of which the `init regex` of bench/search_bench.py matches).
+        """
+        content = self.shard.content
+        needle = literal.lower()  # the literal is required in any case: the kernel folds ASCII letters
+        bounds = np.asarray(runs, dtype=np.int64).reshape(-1, 2)
+        kernels = self.native
+        assert kernels is not None  # scan_offsets chose this scanner because they are built
+        lines = np.frombuffer(kernels.line_bounds(content, needle, False, bounds, -1), dtype=np.int64).tolist()
+        match, budget = regexp.Match, self.line_budget
+        offsets: list[int] = []
+        for k in range(0, len(lines), 2):
+            hit: int = match(_UNANCHORED, content, lines[k], lines[k + 1])[0][0]
+            if hit >= 0:
+                offsets.append(hit)
+                if budget is not None and len(offsets) >= budget:
+                    break
+        return offsets
 
     def _hyperscan_prefiltered(self, regexp: Any, literal: bytes, runs: list[tuple[int, int]]) -> list[int]:
         """Like scan_prefiltered, with Hyperscan finding the lines that hold the required literal."""
@@ -410,15 +482,36 @@ def ranges_of(ids: np.ndarray, starts: np.ndarray, bridge: np.ndarray | None = N
 
     `bridge`, when given, marks the gaps after each id (but the last) that may be scanned through anyway.
     """
+    bounds = run_bounds(ids, starts, bridge)
+    return list(zip(bounds[:, 0].tolist(), bounds[:, 1].tolist(), strict=True))
+
+
+def run_bounds(ids: np.ndarray, starts: np.ndarray, bridge: np.ndarray | None = None) -> np.ndarray:
+    """`ranges_of` as an (n, 2) int64 array (what `Evaluator.scan_hits` takes), without a tuple per run."""
     if not len(ids):
-        return []
+        return np.zeros((0, 2), dtype=np.int64)
     gaps = np.diff(ids) != 1
     if bridge is not None:
         gaps &= ~bridge
     breaks = np.flatnonzero(gaps) + 1
     firsts = ids[np.concatenate([[0], breaks])]
     lasts = ids[np.concatenate([breaks, [len(ids)]]) - 1]
-    return list(zip(starts[firsts].tolist(), starts[lasts + 1].tolist(), strict=True))
+    return np.stack([starts[firsts], starts[lasts + 1]], axis=1).astype(np.int64, copy=False)
+
+
+def group_hits(hits: Hits) -> list[tuple[int, list[int], list[int]]]:
+    """(document, its lines, their first-match offsets) per document of `hits`, in order.
+
+    The lists are slices of two `tolist()` calls: per document a few C-level operations, per line nothing
+    but the integers themselves.
+    """
+    docs, lines, firsts = hits
+    if not len(docs):
+        return []
+    cuts = [0, *(np.flatnonzero(docs[1:] != docs[:-1]) + 1).tolist(), len(docs)]
+    line_list, first_list = lines.tolist(), firsts.tolist()
+    doc_ids = docs[cuts[:-1]].tolist()
+    return [(doc, line_list[a:b], first_list[a:b]) for doc, a, b in zip(doc_ids, cuts[:-1], cuts[1:], strict=True)]
 
 
 def is_plain_literal(pattern: Pattern) -> bool:
