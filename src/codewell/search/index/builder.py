@@ -29,6 +29,7 @@ import numpy as np
 from pyroaring import BitMap
 
 from codewell.core.processes import process_pool, stop_pool
+from codewell.search.index import native
 from codewell.search.index.bitmaps import bitmap_of
 from codewell.search.index.languages import language_of
 
@@ -238,7 +239,15 @@ class _Tables:
     nl_low: list[np.ndarray] = field(default_factory=list)
 
     def add(self, data: bytes) -> None:
-        if data:
+        kernels = native.kernels()
+        if data and kernels is not None:
+            low, page_lines, cuts, newlines = kernels.doc_lines(data, self.unit_bytes, self.page_shift)
+            self.nl_low.append(np.frombuffer(low, dtype=np.uint16))
+            self.nl_pages.extend((self.lines + np.frombuffer(page_lines, dtype=np.int64)).tolist())
+            self.unit_starts.extend((self.offset + np.frombuffer(cuts, dtype=np.int64)).tolist())
+            self.lines += newlines
+            self.offset += len(data)
+        elif data:
             nl = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
             self.nl_low.append((nl & ((1 << self.page_shift) - 1)).astype(np.uint16))
             pages = np.arange(((len(data) - 1) >> self.page_shift) + 1, dtype=np.int64) << self.page_shift
@@ -379,9 +388,13 @@ def merge_partitions(parts_dir: str, part_lo: int, part_hi: int) -> tuple[_Trigr
     for name in sorted(os.listdir(directory)):
         if name.startswith("c") and ".p" in name:
             by_part.setdefault(int(name.rsplit(".p", 1)[1]), []).append(directory / name)
+    kernels = native.kernels()
     with open(directory / f"m{part_lo:03}.bin", "wb") as postings:
         for part in range(part_lo, part_hi):
             files = by_part.get(part, [])
+            if kernels is not None:
+                position = _merge_native(kernels, files, part, postings, position, table)
+                continue
             arrays = [np.fromfile(f, dtype=np.uint64) for f in files]
             if not arrays:
                 continue
@@ -393,6 +406,29 @@ def merge_partitions(parts_dir: str, part_lo: int, part_hi: int) -> tuple[_Trigr
                 continue
             position = _write_partition(keys, postings, position, table)
     return table, position
+
+
+def _merge_native(
+    kernels: Any, files: list[Path], part: int, postings: Any, position: int, table: _TrigramTable
+) -> int:
+    """merge_partitions for one partition through _build.merge_partition (the chunk files are in chunk order)."""
+    if not files:
+        return position
+    arrays = [np.fromfile(f, dtype=np.uint64) for f in files]
+    data, tris, counts, sizes = kernels.merge_partition(arrays, part)
+    del arrays
+    for f in files:
+        f.unlink()
+    if not tris:
+        return position
+    postings.write(data)
+    lengths = np.frombuffer(sizes, dtype=np.uint64)
+    table.keys.append(np.frombuffer(tris, dtype=np.uint32))
+    table.offsets.append(np.uint64(position) + np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.uint64))
+    found = np.frombuffer(counts, dtype=np.uint32)
+    table.raw.append(found <= _RAW_MAX)
+    table.counts.append(found)
+    return position + len(data)
 
 
 def _write_partition(keys: np.ndarray, postings: Any, position: int, table: _TrigramTable) -> int:
@@ -437,6 +473,18 @@ def trigram_keys(content_path: str, starts: np.ndarray, unit_lo: int, out_prefix
         return
     content = np.memmap(content_path, dtype=np.uint8, mode="r", shape=(int(starts[-1]),))
     outs = _PartitionFiles(out_prefix)
+    kernels = native.kernels()
+    if kernels is not None:
+        try:
+            keys, bounds = kernels.unit_trigrams(content, np.ascontiguousarray(starts, dtype=np.int64), 0, unit_lo)
+            edges = np.frombuffer(bounds, dtype=np.int64).tolist()
+            view = memoryview(keys)
+            for p in range(_PARTITIONS):
+                if edges[p + 1] > edges[p]:
+                    outs.write(p, view[edges[p] * 8 : edges[p + 1] * 8])
+        finally:
+            outs.close()
+        return
     n_units = len(starts) - 1
     try:
         lo = 0
@@ -461,7 +509,7 @@ class _PartitionFiles:
         self.prefix = prefix
         self.files: dict[int, Any] = {}
 
-    def write(self, part: int, data: bytes) -> None:
+    def write(self, part: int, data: bytes | memoryview) -> None:
         f = self.files.get(part)
         if f is None:
             f = self.files[part] = open(f"{self.prefix}.p{part}", "ab")  # noqa: SIM115 - closed in close()
