@@ -67,16 +67,14 @@ def _chunks(f: FileMatch) -> list[list[LineMatch]]:
 
 def _render_chunk(chunk: list[LineMatch]) -> str:
     lines = [f"{m.line_number}: {cap_line(m.line.rstrip(chr(13)))}" for m in chunk]
-    text = "\n".join(lines)
+    return _cut_chunk("\n".join(lines))
+
+
+def _cut_chunk(text: str) -> str:
+    """A chunk's text cut to CHUNK_CHARS, at a line end when it holds one."""
     if len(text) > CHUNK_CHARS:
         text = text[:CHUNK_CHARS].rsplit("\n", 1)[0] if "\n" in text[:CHUNK_CHARS] else text[:CHUNK_CHARS]
     return text
-
-
-def _chunk_lines(chunk: list[LineMatch]) -> tuple[str, int]:
-    """The chunk's text and how many of its lines it holds (CHUNK_CHARS may cut the last ones)."""
-    text = _render_chunk(chunk)
-    return text, text.count("\n") + 1
 
 
 def render_file(f: FileMatch) -> tuple[str, int]:
@@ -191,8 +189,12 @@ class _Page:
         self.files = 0
         self.full = False
 
-    def add_file(self, f: FileMatch, order: list[LineMatch | None], chunk_text: str, in_chunks: int) -> None:
-        """Add `f`'s block: its chunk text (when given, holding the first `in_chunks` of `order`), then lines."""
+    def add_file(self, f: FileMatch, order: list[int | None], chunk_text: str, in_chunks: int) -> None:
+        """Add `f`'s block: its chunk text (when given, holding the first `in_chunks` of `order`), then lines.
+
+        `order` holds line indices of `f` (None: a path-only match); a compact line reads only the line's
+        number and text, and only while the page has room.
+        """
         parts = [f"# {f.repo} – {f.path}"]
         size = len(parts[0]) + (2 if self.blocks else 0)
         rest = order
@@ -205,9 +207,9 @@ class _Page:
             self.full = True
             return
         compact: list[str] = []
-        for m in rest:
-            if m is not None:  # None: a path-only match, which the header says
-                line = f"{m.line_number}: {cap_line(m.line.rstrip(chr(13)))}"
+        for i in rest:
+            if i is not None:  # None: a path-only match, which the header says
+                line = f"{f.line_number(i)}: {cap_line(f.line_text(i).rstrip(chr(13)))}"
                 if self.used + size + len(line) + 1 > self.budget:
                     self.full = True
                     break
@@ -248,28 +250,60 @@ def _counted_notes(results: SearchResults, query: str, span: str, cursor: str | 
     return notes
 
 
-def _file_order(f: FileMatch, index: int, *, first_page: bool) -> tuple[list[LineMatch | None], str, int]:
-    """(the file's matches in page order, its chunk text, how many matches the chunk text holds).
+def _file_order(f: FileMatch, index: int, *, first_page: bool) -> tuple[list[int | None], str, int]:
+    """(the file's line indices in page order, its chunk text, how many of them the chunk text holds).
 
     Only the first FILES_PER_PAGE files of the first page get chunks; the order is the same either way
-    (chunk lines first), so that cursors count matches identically on every page.
+    (chunk lines first), so that cursors count matches identically on every page. Chunks are found from
+    line numbers alone and their text read only up to CHUNK_CHARS: a file of thousands of matches costs its
+    page no more than the lines shown.
     """
-    if not f.line_matches:
+    count = f.line_count
+    if not count:
         return [None], "", 0
     if index >= FILES_PER_PAGE:
-        return list(f.line_matches), "", 0
-    chunks = sorted(_chunks(f)[:CHUNKS_PER_FILE], key=lambda c: c[0].line_number)
+        return list(range(count)), "", 0
+    chunks = sorted(_index_chunks(f)[:CHUNKS_PER_FILE], key=lambda c: c[0])
     texts: list[str] = []
-    chunk_matches: list[LineMatch] = []
+    chunk_lines: list[int] = []
     for chunk in chunks:
-        text, count = _chunk_lines(chunk)
+        text, held = _index_chunk_text(f, chunk)
         texts.append(text)
-        chunk_matches.extend(chunk[:count])
-    chosen = {id(m) for m in chunk_matches}
-    order: list[LineMatch | None] = [*chunk_matches, *(m for m in f.line_matches if id(m) not in chosen)]
+        chunk_lines.extend(chunk[:held])
+    chosen = set(chunk_lines)
+    order: list[int | None] = [*chunk_lines, *(i for i in range(count) if i not in chosen)]
     if not first_page:
         return order, "", 0
-    return order, "\n\n".join(texts), len(chunk_matches)
+    return order, "\n\n".join(texts), len(chunk_lines)
+
+
+def _index_chunks(f: FileMatch) -> list[list[int]]:
+    """`_chunks` as line indices of `f`, from its line numbers only (no texts or ranges read)."""
+    groups: list[list[int]] = []
+    previous = 0
+    for i in range(f.line_count):
+        number = f.line_number(i)
+        if groups and number - previous <= 2 * CONTEXT_LINES + 1:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+        previous = number
+    return sorted(groups, key=lambda g: -len(g))
+
+
+def _index_chunk_text(f: FileMatch, chunk: list[int]) -> tuple[str, int]:
+    """`_chunk_lines` of the chunk of line indices `chunk`: lines are read until CHUNK_CHARS is passed (the
+    text is cut there anyway), so the result is the same as rendering every line of the chunk."""
+    lines: list[str] = []
+    size = -1
+    for i in chunk:
+        line = f"{f.line_number(i)}: {cap_line(f.line_text(i).rstrip(chr(13)))}"
+        lines.append(line)
+        size += len(line) + 1
+        if size > CHUNK_CHARS:
+            break
+    text = _cut_chunk("\n".join(lines))
+    return text, text.count("\n") + 1
 
 
 def status_json(s: IndexStatus) -> dict[str, object]:
