@@ -1,7 +1,10 @@
 """Search benchmark: build a shard of the Linux corpus, then compare every query with ripgrep in the same run.
 
 Checks that results equal `rg --no-unicode -n` as sets of path:line, and reports latency ratios, build time,
-index overhead and peak build RSS. Writes bench/.results/search.json.
+index overhead and peak build RSS. When Debian's codesearch (`cindex`, `csearch`) is installed, its index is
+built beside the shard (<shard>.csearchindex; timed with the build) and csearch runs the queries whose syntax
+both accept in the same run, its figures printed beside ripgrep's; without it those columns are skipped.
+Writes bench/.results/search.json.
 Run: python bench/search_bench.py [--repo /var/tmp/codewell-bench/linux] [--rebuild] [--runs 3]
 """
 
@@ -10,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -28,6 +32,7 @@ from codewell.search.query.parser import parse_query
 from codewell.search.searcher import gc_paused
 
 RG = str(Path(sys.executable).with_name("rg"))
+CINDEX, CSEARCH = shutil.which("cindex"), shutil.which("csearch")
 OUT = Path(__file__).with_name(".results")
 POOL: ProcessPoolExecutor | None = None
 
@@ -47,6 +52,23 @@ QUERIES: list[tuple[str, str, list[str], bool]] = [
     ("ext filtered", r"count:all spin_lock_irqsave file:\.h$", ["-i", "-F", "-g", "*.h", "spin_lock_irqsave"], True),
     ("lang filtered", "count:all mutex_lock lang:rust", ["-i", "-F", "-t", "rust", "mutex_lock"], True),
 ]
+# codesearch's arguments for the same queries (Go's RE2 syntax; -f is a regex on the file's absolute path, which
+# "{root}" stands for). Its -i folds Unicode and cindex skips files with very long lines or much invalid UTF-8,
+# so its lines are compared with ripgrep's and reported, not required to be equal.
+CSEARCH_ARGS: dict[str, list[str]] = {
+    "absent literal": ["-i", "xyzzy_not_there_42"],
+    "rare literal": ["-i", "ftrace_graph_ret_addr"],
+    "mutex_lock all": ["-i", "mutex_lock"],
+    "return 0 all": ["-i", "return 0"],
+    "linus torvalds": ["-i", "linus torvalds"],
+    "alternation": ["spin_lock_irq(save|restore)"],
+    "init regex": [r"[a-z]+_init_[a-z]+\("],
+    "dma coherent": [r"\bdma_\w+_coherent\b"],
+    "hex no literal": [r"\b0x[0-9a-fA-F]{12,}\b"],
+    "file filtered": ["-f", "^{root}/fs/ext4/", "-i", "mutex_lock"],
+    "ext filtered": ["-f", r"\.h$", "-i", "spin_lock_irqsave"],
+    "lang filtered": ["-f", r"\.rs$", "-i", "mutex_lock"],
+}
 FIRST_PAGE = ["mutex_lock", "return 0", "printk", "static int"]
 # Selective queries are also timed in blocks (see steady_state).
 SELECTIVE = {"absent literal", "rare literal", "linus torvalds", "file filtered", "ext filtered", "lang filtered"}
@@ -66,6 +88,44 @@ def rg_lines(root: Path, args: list[str]) -> tuple[set[str], float]:
             continue
         path, lineno, _ = line.split(b":", 2)
         found.add(f"{path.decode('utf-8', 'replace').removeprefix('./')}:{int(lineno)}")
+    return found, elapsed
+
+
+def codesearch_index(shard: Path) -> Path:
+    return Path(f"{shard}.csearchindex")
+
+
+def cindex_build(repo: Path, index: Path) -> dict[str, object]:
+    """Build codesearch's index of `repo` at `index` (from scratch); its wall and CPU seconds and size."""
+    index.unlink(missing_ok=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    env = {**os.environ, "CSEARCHINDEX": str(index)}
+    assert CINDEX is not None
+    subprocess.run([CINDEX, "-reset", str(repo)], env=env, capture_output=True, check=True)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    size = index.stat().st_size
+    print(f"cindex build: {wall:.1f} s, CPU {cpu:.1f} s, index {size / 1e6:.0f} MB")
+    return {"cindex_seconds": round(wall, 1), "cindex_cpu_seconds": round(cpu, 1), "cindex_mb": round(size / 1e6)}
+
+
+def cs_lines(repo: Path, index: Path, args: list[str]) -> tuple[set[str], float]:
+    """csearch's matching lines as path:line (relative to `repo`) and its wall seconds."""
+    assert CSEARCH is not None
+    root = str(repo.resolve())
+    cmd = [CSEARCH, "-n", *(a.replace("{root}", re.escape(root)) for a in args)]
+    started = time.perf_counter()
+    out = subprocess.run(cmd, env={**os.environ, "CSEARCHINDEX": str(index)}, capture_output=True, check=False).stdout
+    elapsed = time.perf_counter() - started
+    found: set[str] = set()
+    prefix = root.encode() + b"/"
+    for line in out.split(b"\n"):
+        if not line:
+            continue
+        path, lineno, _ = line.split(b":", 2)
+        found.add(f"{path.removeprefix(prefix).decode('utf-8', 'replace')}:{int(lineno)}")
     return found, elapsed
 
 
@@ -201,6 +261,55 @@ def split_main(root: Path, shards_dir: Path, runs: int, rebuild: bool) -> None:
     (OUT / "search-split.json").write_text(json.dumps(rows, indent=2))
 
 
+def compare(repo: Path, shard: Shard, index: Path | None, runs: int, only: list[str] | None) -> list[dict[str, object]]:
+    """Each query `runs` times by ripgrep, csearch (when its `index` is given) and ours, interleaved."""
+    rows = []
+    for name, query, rg_args, _all in QUERIES:
+        if only and name not in only:
+            continue
+        cs_args = CSEARCH_ARGS.get(name) if index is not None else None
+        rg_times, our_times, cs_times = [], [], []
+        rg_set: set[str] = set()
+        our_set: set[str] = set()
+        cs_set: set[str] = set()
+        for _ in range(runs):
+            rg_set, t = rg_lines(repo, rg_args)
+            rg_times.append(t)
+            if cs_args is not None and index is not None:
+                cs_set, t = cs_lines(repo, index, cs_args)
+                cs_times.append(t)
+            our_set, t2, _count = ours(shard, query)
+            our_times.append(t2)
+        rg_ms, our_ms = statistics.median(rg_times) * 1000, statistics.median(our_times) * 1000
+        same = rg_set == our_set
+        row: dict[str, object] = {
+            "name": name,
+            "rg_ms": round(rg_ms, 1),
+            "ours_ms": round(our_ms, 1),
+            "speedup": round(rg_ms / max(our_ms, 0.01), 1),
+            "lines": len(rg_set),
+            "identical": same,
+            "only_rg": sorted(rg_set - our_set)[:5],
+            "only_ours": sorted(our_set - rg_set)[:5],
+        }
+        codesearch_note = ""
+        if cs_times:
+            cs_ms = statistics.median(cs_times) * 1000
+            row.update(
+                csearch_ms=round(cs_ms, 1),
+                speedup_vs_csearch=round(cs_ms / max(our_ms, 0.01), 1),
+                csearch_lines=len(cs_set),
+                csearch_identical_to_rg=cs_set == rg_set,
+            )
+            codesearch_note = f"  csearch {cs_ms:8.1f} ms x{cs_ms / max(our_ms, 0.001):6.1f} ({len(cs_set)} lines)"
+        rows.append(row)
+        print(
+            f"{name:16} rg {rg_ms:8.1f} ms  ours {our_ms:8.3f} ms  x{rg_ms / max(our_ms, 0.001):7.1f}  "
+            f"lines {len(rg_set):7}  {'identical' if same else 'DIFFERENT'}{codesearch_note}"
+        )
+    return rows
+
+
 def _use_native(enabled: bool) -> None:
     """Pool workers follow the parent's --no-native."""
     native.ENABLED = enabled
@@ -232,6 +341,12 @@ def main() -> None:
     report: dict[str, object] = {"load_avg_start": [round(x, 2) for x in os.getloadavg()], "native": native.ENABLED}
     if args.rebuild or not (target / "meta.json").exists():
         report.update(build(repo, target))
+    index = codesearch_index(target)
+    codesearch = CINDEX is not None and CSEARCH is not None
+    if not codesearch:
+        print("codesearch (cindex/csearch) is not installed: its columns are skipped")
+    elif args.rebuild or not index.exists():
+        report.update(cindex_build(repo, index))
     if args.build_only:
         print(json.dumps(report))
         return
@@ -243,36 +358,7 @@ def main() -> None:
     report["content_mb"] = round(content / 1e6)
     report["index_overhead_pct"] = round(100 * overhead / content, 1)
     print(f"content {content / 1e6:.0f} MB, overhead {overhead / 1e6:.0f} MB ({100 * overhead / content:.1f} %)")
-    rows = []
-    for name, query, rg_args, _all in QUERIES:
-        if args.only and name not in args.only:
-            continue
-        rg_times, our_times = [], []
-        rg_set: set[str] = set()
-        our_set: set[str] = set()
-        for _ in range(args.runs):
-            rg_set, t = rg_lines(repo, rg_args)
-            rg_times.append(t)
-            our_set, t2, _count = ours(shard, query)
-            our_times.append(t2)
-        rg_ms, our_ms = statistics.median(rg_times) * 1000, statistics.median(our_times) * 1000
-        same = rg_set == our_set
-        rows.append(
-            {
-                "name": name,
-                "rg_ms": round(rg_ms, 1),
-                "ours_ms": round(our_ms, 1),
-                "speedup": round(rg_ms / max(our_ms, 0.01), 1),
-                "lines": len(rg_set),
-                "identical": same,
-                "only_rg": sorted(rg_set - our_set)[:5],
-                "only_ours": sorted(our_set - rg_set)[:5],
-            }
-        )
-        print(
-            f"{name:16} rg {rg_ms:8.1f} ms  ours {our_ms:8.3f} ms  x{rg_ms / max(our_ms, 0.001):7.1f}  "
-            f"lines {len(rg_set):7}  {'identical' if same else 'DIFFERENT'}"
-        )
+    rows = compare(repo, shard, index if codesearch else None, args.runs, args.only)
     report["queries"] = rows
     selective = [q for q in QUERIES if q[0] in SELECTIVE and (not args.only or q[0] in args.only)]
     report["steady_state"] = steady_state(repo, shard, selective, args.runs)
@@ -285,6 +371,7 @@ def main() -> None:
     print(json.dumps({k: v for k, v in report.items() if k not in ("queries", "first_page", "steady_state")}))
     if os.environ.get("SEARCH_BENCH_CLEANUP"):
         shutil.rmtree(target, ignore_errors=True)
+        index.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":
