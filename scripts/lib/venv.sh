@@ -22,7 +22,7 @@ ensure_venv() {
   local stamp=".venv/.installed${extras:+-$extras}"
   # Reinstall when the dependencies or a native module's sources change (pip builds the .c files setup.py lists).
   local native_changed=""
-  for source in src/codewell/search/_scan.c src/codewell/search/_build.c src/codewell/nls/_tokenize.c src/codewell/codenav/_lex.c; do
+  for source in src/codewell/*/*.c; do
     if [ "$source" -nt "$stamp" ]; then native_changed=1; fi
   done
   if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] || [ -n "$native_changed" ]; then
