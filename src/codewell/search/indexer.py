@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
-from pygit2.enums import FileMode
+from pygit2.enums import FileMode, ObjectType
 
 from codewell.repos.git import walk_blobs
-from codewell.search.index.builder import SourceDoc, build_shard, skip_reason
+from codewell.search.index.builder import MAX_FILE_SIZE, SourceDoc, build_shard, skip_reason
 
 __all__ = ["MirrorSource", "branch_commits", "build_from_mirror", "build_from_mirrors", "commit_docs"]
 
@@ -45,16 +45,19 @@ def commit_docs(mirror: Path, commits: dict[str, str], slot: int = 0) -> Iterato
         for path, oid in entries:
             seen.setdefault((path, oid), set()).add(branch)
     emitted: set[tuple[str, pygit2.Oid]] = set()
+    # The object database's read, not repo[oid].data: a Blob object and then a copy of its bytes cost 1.75x
+    # the CPU (measured on the Linux tree: reading blobs was then the build's largest part, issue #30).
+    odb = repo.odb
     for _branch, entries in per_branch:
         for path, oid in entries:
             key = (path, oid)
             if key in emitted:
                 continue
             emitted.add(key)
-            blob = repo[oid]
-            assert isinstance(blob, pygit2.Blob)
-            size = blob.size
-            data = blob.data if size <= (1 << 20) else b""
+            kind, raw = odb.read(oid)
+            assert kind == ObjectType.BLOB
+            size = len(raw)
+            data = raw if size <= MAX_FILE_SIZE else b""
             reason = skip_reason(data, size)
             yield SourceDoc(path, None if reason else data, size, frozenset(seen[key]), reason, slot)
 
