@@ -27,6 +27,7 @@ from codewell.http.errors import (
     unhandled_error_handler,
 )
 from codewell.http.middleware import RequestContextMiddleware
+from codewell.http.routing import IndexedRouter
 from codewell.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,6 @@ def create_app(runtime: Runtime, *, background: bool = True) -> Starlette:
             log.info("shut down")
 
     app = Starlette(
-        routes=capability_routes(runtime),
         middleware=[Middleware(RequestContextMiddleware), *capability_middleware(runtime)],
         exception_handlers={
             HTTPException: http_exception_handler,
@@ -90,5 +90,7 @@ def create_app(runtime: Runtime, *, background: bool = True) -> Starlette:
         },
         lifespan=lifespan,
     )
+    # The routes a path could match are found by its first segments (http/routing.py), not by trying all ~180.
+    app.router = IndexedRouter(capability_routes(runtime), lifespan=lifespan)
     app.state.runtime = runtime
     return app

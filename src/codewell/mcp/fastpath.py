@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import anyio.to_thread
 import orjson
 from mcp_types import INVALID_PARAMS
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
@@ -22,7 +23,7 @@ from starlette.responses import Response
 
 from codewell.core.actors import Actor
 from codewell.core.tools import Endpoint
-from codewell.mcp.server import ToolCaller, UnknownTool, execute
+from codewell.mcp.server import ToolCaller, UnknownTool, run_call
 from codewell.runtime import Runtime
 
 _SSE_HEADERS = {"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"}
@@ -87,17 +88,30 @@ def tool_entries(caller: ToolCaller, endpoint: Endpoint) -> list[dict[str, Any]]
     return entries
 
 
-async def answer(
-    runtime: Runtime, caller: ToolCaller, endpoint: Endpoint, actor: Actor, request: Request, message: dict[str, Any]
+def answer_now(
+    runtime: Runtime, caller: ToolCaller, endpoint: Endpoint, actor: Actor, client: str, message: dict[str, Any]
 ) -> Response:
-    """The SSE response for an eligible request."""
+    """The SSE response for an eligible request, computed in the calling thread (a worker thread: the gate runs
+    it in the same hop as its own access checks). Raises StorageUnavailable as `ToolCaller.call`."""
     request_id = message["id"]
     if message["method"] == "tools/list":
         return sse({"jsonrpc": "2.0", "id": request_id, "result": {"tools": tool_entries(caller, endpoint)}})
     params = message.get("params", {})
-    client = request.headers.get("user-agent", "")[:200]
     try:
-        wire = await execute(runtime, caller, endpoint, actor, client, params["name"], params.get("arguments"))
+        wire = run_call(runtime, caller, endpoint, actor, client, params["name"], params.get("arguments"))
     except UnknownTool as exc:
         return sse({"jsonrpc": "2.0", "id": request_id, "error": {"code": INVALID_PARAMS, "message": exc.message}})
     return sse({"jsonrpc": "2.0", "id": request_id, "result": wire.wire()})
+
+
+def client_of(request: Request) -> str:
+    """The client a usage event names (the User-Agent: this era's requests carry no client info)."""
+    return request.headers.get("user-agent", "")[:200]
+
+
+async def answer(
+    runtime: Runtime, caller: ToolCaller, endpoint: Endpoint, actor: Actor, request: Request, message: dict[str, Any]
+) -> Response:
+    """The SSE response for an eligible request, computed in a worker thread."""
+    client = client_of(request)
+    return await anyio.to_thread.run_sync(answer_now, runtime, caller, endpoint, actor, client, message)

@@ -129,7 +129,7 @@ class UnknownTool(Exception):
         self.message = str(self)
 
 
-async def execute(
+def run_call(
     runtime: Runtime,
     caller: ToolCaller,
     endpoint: Endpoint,
@@ -138,12 +138,13 @@ async def execute(
     name: str,
     arguments: dict[str, Any] | None,
 ) -> WireResult:
-    """One tools/call from either transport path: run it in a worker thread and record the usage event."""
+    """One tools/call from either transport path, in the calling (worker) thread, and its usage event.
+    UnknownTool when the endpoint offers no such tool; StorageUnavailable as `ToolCaller.call`."""
     if caller.reject_unknown(endpoint, name):
         raise UnknownTool(endpoint, name)
     actor = dataclasses.replace(actor, client=client)
     started = time.perf_counter()
-    wire, error, language = await anyio.to_thread.run_sync(caller.call, endpoint, actor, name, arguments)
+    wire, error, language = caller.call(endpoint, actor, name, arguments)
     record_usage(
         runtime,
         UsageEvent(
@@ -159,6 +160,19 @@ async def execute(
         ),
     )
     return wire
+
+
+async def execute(
+    runtime: Runtime,
+    caller: ToolCaller,
+    endpoint: Endpoint,
+    actor: Actor,
+    client: str,
+    name: str,
+    arguments: dict[str, Any] | None,
+) -> WireResult:
+    """`run_call` in a worker thread (the SDK path; the fast path runs it in the gate's own hop)."""
+    return await anyio.to_thread.run_sync(run_call, runtime, caller, endpoint, actor, client, name, arguments)
 
 
 def build_server(runtime: Runtime, caller: ToolCaller, endpoint: Endpoint) -> Server[Any]:
