@@ -27,7 +27,7 @@ from pathlib import Path
 from codewell.search import native
 from codewell.search.index.shard import Shard
 from codewell.search.indexer import branch_commits, build_from_mirror
-from codewell.search.parallel import search_many, search_shard_parallel
+from codewell.search.parallel import search_many, search_part, search_shard_parallel
 from codewell.search.query.parser import parse_query
 from codewell.search.searcher import gc_paused
 
@@ -143,8 +143,10 @@ def rg_first_page(root: Path, literal: str, lines: int = 500) -> float:
     return elapsed
 
 
-def ours(shard: Shard, query: str) -> tuple[set[str], float, int]:
+def ours(shard: Shard, query: str) -> tuple[set[str], float, int, float]:
+    """Our path:line set, wall seconds, match count and CPU seconds (this process and the pool's)."""
     q = parse_query(query)
+    cpu = own_cpu()
     started = time.perf_counter()
     # As SearchService.search runs it: no cyclic collection while the answer is built.
     with gc_paused():
@@ -153,12 +155,13 @@ def ours(shard: Shard, query: str) -> tuple[set[str], float, int]:
             shard, q, branch=None, limit=limit, deadline=time.monotonic() + 60, pool=POOL, parts=2
         )
     elapsed = time.perf_counter() - started
+    cpu = own_cpu() - cpu
     found: set[str] = set()
     for hit in result.hits:
         base = int(shard.line_base[hit.doc])
         path = shard.paths[hit.doc]
         found.update(f"{path}:{line - base + 1}" for line in hit.lines)
-    return found, elapsed, result.match_count
+    return found, elapsed, result.match_count, cpu
 
 
 def steady_state(
@@ -261,32 +264,64 @@ def split_main(root: Path, shards_dir: Path, runs: int, rebuild: bool) -> None:
     (OUT / "search-split.json").write_text(json.dumps(rows, indent=2))
 
 
+def children_cpu() -> float:
+    """CPU seconds of this process's finished children (each ripgrep or csearch run, once it exited)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def own_cpu() -> float:
+    """CPU seconds of this process and of POOL's live workers (/proc, in clock ticks: 10 ms steps)."""
+    total = time.process_time()
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in list(getattr(POOL, "_processes", None) or {}):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
 def compare(repo: Path, shard: Shard, index: Path | None, runs: int, only: list[str] | None) -> list[dict[str, object]]:
-    """Each query `runs` times by ripgrep, csearch (when its `index` is given) and ours, interleaved."""
+    """Each query `runs` times by ripgrep, csearch (when its `index` is given) and ours, interleaved.
+
+    Besides wall times, each engine's CPU seconds (all its threads and processes): on a loaded machine wall
+    times of short bursts stretch with the run queue, CPU seconds much less.
+    """
     rows = []
     for name, query, rg_args, _all in QUERIES:
         if only and name not in only:
             continue
         cs_args = CSEARCH_ARGS.get(name) if index is not None else None
         rg_times, our_times, cs_times = [], [], []
+        rg_cpu, our_cpu, cs_cpu = [], [], []
         rg_set: set[str] = set()
         our_set: set[str] = set()
         cs_set: set[str] = set()
         for _ in range(runs):
+            before = children_cpu()
             rg_set, t = rg_lines(repo, rg_args)
             rg_times.append(t)
+            rg_cpu.append(children_cpu() - before)
             if cs_args is not None and index is not None:
+                before = children_cpu()
                 cs_set, t = cs_lines(repo, index, cs_args)
                 cs_times.append(t)
-            our_set, t2, _count = ours(shard, query)
+                cs_cpu.append(children_cpu() - before)
+            our_set, t2, _count, cpu = ours(shard, query)
             our_times.append(t2)
+            our_cpu.append(cpu)
         rg_ms, our_ms = statistics.median(rg_times) * 1000, statistics.median(our_times) * 1000
+        rg_cpu_ms, our_cpu_ms = statistics.median(rg_cpu) * 1000, statistics.median(our_cpu) * 1000
         same = rg_set == our_set
         row: dict[str, object] = {
             "name": name,
             "rg_ms": round(rg_ms, 1),
             "ours_ms": round(our_ms, 1),
             "speedup": round(rg_ms / max(our_ms, 0.01), 1),
+            "rg_cpu_ms": round(rg_cpu_ms),
+            "ours_cpu_ms": round(our_cpu_ms),
             "lines": len(rg_set),
             "identical": same,
             "only_rg": sorted(rg_set - our_set)[:5],
@@ -294,18 +329,23 @@ def compare(repo: Path, shard: Shard, index: Path | None, runs: int, only: list[
         }
         codesearch_note = ""
         if cs_times:
-            cs_ms = statistics.median(cs_times) * 1000
+            cs_ms, cs_cpu_ms = statistics.median(cs_times) * 1000, statistics.median(cs_cpu) * 1000
             row.update(
                 csearch_ms=round(cs_ms, 1),
                 speedup_vs_csearch=round(cs_ms / max(our_ms, 0.01), 1),
+                csearch_cpu_ms=round(cs_cpu_ms),
                 csearch_lines=len(cs_set),
                 csearch_identical_to_rg=cs_set == rg_set,
             )
-            codesearch_note = f"  csearch {cs_ms:8.1f} ms x{cs_ms / max(our_ms, 0.001):6.1f} ({len(cs_set)} lines)"
+            codesearch_note = (
+                f"  csearch {cs_ms:8.1f} ms x{cs_ms / max(our_ms, 0.001):6.1f} ({len(cs_set)} lines, "
+                f"CPU {cs_cpu_ms:.0f} ms)"
+            )
         rows.append(row)
         print(
             f"{name:16} rg {rg_ms:8.1f} ms  ours {our_ms:8.3f} ms  x{rg_ms / max(our_ms, 0.001):7.1f}  "
-            f"lines {len(rg_set):7}  {'identical' if same else 'DIFFERENT'}{codesearch_note}"
+            f"lines {len(rg_set):7}  {'identical' if same else 'DIFFERENT'}  "
+            f"CPU rg {rg_cpu_ms:.0f} ms ours {our_cpu_ms:.0f} ms{codesearch_note}"
         )
     return rows
 
@@ -353,6 +393,10 @@ def main() -> None:
     global POOL  # noqa: PLW0603 - one pool for the whole run, used by ours()
     POOL = ProcessPoolExecutor(1, mp_context=get_context("spawn"), initializer=_use_native, initargs=(native.ENABLED,))
     shard = Shard.open(target)
+    # A server's pool is started and has the shard open before queries come: so is this one before timing.
+    POOL.submit(
+        search_part, str(target), parse_query("count:all warmup"), None, None, time.monotonic() + 60, 0, 1
+    ).result()
     content = (target / "content.bin").stat().st_size
     overhead = sum(f.stat().st_size for f in target.iterdir() if f.name != "content.bin")
     report["content_mb"] = round(content / 1e6)
