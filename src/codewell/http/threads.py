@@ -29,4 +29,10 @@ Ts = TypeVarTuple("Ts")
 async def run_sync(fn: Callable[[*Ts], T], *args: *Ts) -> T:
     """`fn(*args)` in a worker thread, in a copy of the caller's context (its authorization scope, request ID)."""
     context = contextvars.copy_context()
-    return await asyncio.get_running_loop().run_in_executor(_POOL, context.run, fn, *args)
+
+    # The pool's future wrapped directly: `loop.run_in_executor` first asks inspect whether `fn` is a coroutine
+    # function, which cost as much as the rest of the hand-off.
+    def call() -> T:
+        return context.run(fn, *args)
+
+    return await asyncio.wrap_future(_POOL.submit(call))

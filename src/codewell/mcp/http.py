@@ -202,7 +202,7 @@ class McpGate:
         runtime = self.runtime
         if not runtime.config.mcp_enabled:
             return PlainTextResponse("no route", status_code=404)
-        endpoint = endpoint_for_path(request.url.path)
+        endpoint = endpoint_for_path(request.scope["path"])  # not request.url: it builds the whole URL
         if endpoint is None:
             return PlainTextResponse("no route", status_code=404)
         host = request.headers.get("host")
