@@ -167,7 +167,7 @@ class JavaScriptResolver(Resolver):
         of its own, or destructures it from several receivers."""
         if types is None or self._alias_bound(target, name):
             return []
-        if any(s.name == name and s.kind not in ("method", "field") for s in target.index.symbols_in(target.path)):
+        if any(s.kind not in ("method", "field") for s in target.index.symbols_in(target.path, name)):
             return []
         receivers = {receiver for _, key, local, receiver in types.destructured(target.path) if key == local == name}
         return next(iter(receivers)).split(".") if len(receivers) == 1 else []
@@ -348,7 +348,7 @@ class JavaScriptResolver(Resolver):
         """
         script_globals = path.endswith(".d.ts") and not index.imports_of(path)
         enum_member = kind == "constant" and any(
-            s.name == name and s.kind == "constant" and s.container for s in index.symbols_in(path)
+            s.kind == "constant" and s.container for s in index.symbols_in(path, name)
         )
         if kind not in ("method", "field") and not enum_member and not script_globals:
             return

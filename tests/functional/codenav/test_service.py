@@ -334,3 +334,48 @@ def test_qualified_name_matches_its_class_not_a_longer_name(runtime: Runtime, tm
     found = runtime.get(CodeNavService).find_references(INTERNAL, "acme/filters", "filters.py", "Filter.filter")
     assert found.definition.line == 2
     assert [(f.path, [line for line, _, _ in f.lines]) for f in found.files] == [("filters.py", [11])]
+
+
+def test_c_references_skip_members_and_text_matches_find_whole_words(runtime: Runtime, tmp_path: Path) -> None:
+    # A top-level C function is never reached as `x.name`/`x->name` (a struct member of the same name); a name
+    # without identifier references falls back to its whole-word mentions (not `REG_Ax`, `xREG_A`, `$REG_A`).
+    files = {
+        "lib/flush.c": "int flush(int n) { return n; }\n",
+        "drv/use.c": (
+            "struct ops { int (*flush)(int); };\nint run(struct ops *o) {\n  o->flush(1);\n  return flush(2);\n}\n"
+        ),
+        "regs.h": (
+            "#define REG_A 1\n#define REG_B 2\n/* REG_A is the first */\n/* REG_Ax xREG_A $REG_A */\n"
+            "/* é REG_A, REG_A */\n"
+        ),
+    }
+    register_local_repo(runtime, make_repo(tmp_path / "kernel", files), "acme/kernel")
+    nav = runtime.get(CodeNavService)
+    found = nav.find_references(INTERNAL, "acme/kernel", "lib/flush.c", "flush")
+    assert [(f.path, [line for line, *_ in f.lines]) for f in found.files] == [("drv/use.c", [4])]
+    assert not found.text_matches
+    mentions = nav.find_references(INTERNAL, "acme/kernel", "regs.h", "REG_A")
+    assert mentions.text_matches
+    assert [(f.path, [(line, col) for line, col, _ in f.lines]) for f in mentions.files] == [
+        ("regs.h", [(3, 4), (5, 6), (5, 13)])
+    ]
+
+
+def test_paths_naming_are_the_files_of_the_occurrences(runtime: Runtime, tmp_path: Path) -> None:
+    files = {
+        "a.c": "#define ONLY_DEFINED 1\nint shared(void) { return ONLY_DEFINED; }\n",
+        "b.c": "int shared(void);\nint g(void) { return shared(); }\n",
+        "c.h": "#define ONLY_DEFINED 2\n",
+    }
+    register_local_repo(runtime, make_repo(tmp_path / "k", files), "acme/k")
+    nav = runtime.get(CodeNavService)
+    repos = nav.repos
+    commit = repos.resolve(INTERNAL, "acme/k").commit
+    index = nav.index_revision(repos.get(INTERNAL, "acme/k"), commit)
+    try:
+        for name in ("shared", "ONLY_DEFINED", "g", "missing"):
+            assert index.paths_naming(name) == set(index.occurrences(name)), name
+        assert [s.name for s in index.symbols_in("a.c", "shared")] == ["shared"]
+        assert index.symbols_in("a.c", "g") == []
+    finally:
+        index.close()
