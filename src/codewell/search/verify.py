@@ -234,7 +234,7 @@ class Evaluator:
                 text = pattern.text.encode()
                 return scan_literal(self.shard.content, text, self.case_sensitive, runs, self.line_budget)
         prefilter = prefilter_literal(pattern.value, regex=pattern.regex)
-        if prefilter is not None and self.native is not None:
+        if prefilter is not None and self.native is not None and b"\n" not in prefilter:
             return self._native_prefiltered(regex._regexp, prefilter, runs)
         if prefilter is not None and self.use_hyperscan:
             return self._hyperscan_prefiltered(regex._regexp, prefilter, runs)

@@ -137,3 +137,16 @@ def test_a_packed_worker_answer_unpacks_to_the_same_hits(tmp_path: Path) -> None
     empty = ShardResult(timed_out=True)
     assert parallel.pack(empty) is empty
     assert parallel.unpack(ShardResult([ShardHit(1, [2], firsts=[3])])).hits[0].firsts == [3]
+
+
+def test_a_regex_whose_required_literal_spans_lines_matches_no_line(tmp_path: Path) -> None:
+    # The kernels refuse a needle with a newline; RE2 (never_nl) matches no line for such a regex anyway.
+    docs = [SourceDoc("a.c", b"x foo\nbarbaz y\nfoo barbaz\n", 0, frozenset({"main"}))]
+    shard = Shard.open(build_shard(tmp_path / "s", {"repo": "r"}, docs))
+    for value in (r"foo\nbarbaz", r"[a-z]+foo\nbarbaz"):
+        q = Query(expr=Pattern(value, value, True, 0), case_sensitive=True)
+        found = search_shard(shard, q, branch="main", limit=None, deadline=time.monotonic() + 30)
+        assert (found.hits, found.match_count) == ([], 0)
+    q = Query(expr=Pattern(r"[a-z]+o barbaz", r"[a-z]+o barbaz", True, 0), case_sensitive=True)
+    found = search_shard(shard, q, branch="main", limit=None, deadline=time.monotonic() + 30)
+    assert [(h.doc, h.lines) for h in found.hits] == [(0, [2])]
