@@ -8,12 +8,14 @@ and a whole file when the file is small. Each chunk's tokens come from its field
 
 from __future__ import annotations
 
+import array
 import functools
 import itertools
 import json
 import mmap
 import re
 import shutil
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,10 +158,15 @@ PATH, START, END, BYTE_START, BYTE_END = range(5)
 _ROW_BYTES = 5 * 8
 _WEIGHTS = (COMMENT_BOOST, PATH_BOOST, SYMBOL_BOOST)
 # 3: every indexed file's bytes stored (`texts.bin` + `texts.npy`), so a query reads no blob: the boosts match the
-# candidates' text, the answer shows the hits' lines. An index of format 2 is still read (its queries read the
-# candidates' blobs, as before) and is rebuilt at the next indexing.
-FORMAT = 3
-_READABLE_FORMATS = frozenset({2, FORMAT})
+# candidates' text, the answer shows the hits' lines. 4: the same bytes, each chunk's compressed on its own (raw
+# deflate): less than half the size (on the Linux tree the stored texts were more than half of the index) for a few
+# microseconds per chunk a query reads. Indexes of formats 2 and 3 are still read (a format 2 query reads the
+# candidates' blobs, as before) and are rebuilt at the next indexing.
+FORMAT = 4
+_READABLE_FORMATS = frozenset({2, 3, FORMAT})
+# zlib's level for the chunks' texts: the per-call setup dominates on chunks of a few KB (levels 1-6 compress at
+# the same speed there), and 6 compresses a little better.
+_TEXT_LEVEL = 6
 _TABLE = "chunks.npy"
 _FILES = "files.json"
 _TEXTS = "texts.bin"
@@ -174,55 +181,64 @@ def decode_lines(raw: bytes, count: int) -> list[str]:
 class ChunkTexts:
     """The text of every chunk, read from the index instead of the blob.
 
-    Written by the build beside the chunk table: every indexed file's bytes end to end (`texts.bin`,
-    memory-mapped when loaded) and where each file starts (`texts.npy`, one more than files); a chunk's bytes are
-    its file's start plus the chunk's byte range in the chunk table. `texts[i]` is chunk i's lower-cased text
-    (its lines joined by newlines, UTF-8).
+    Written by the build beside the chunk table: every chunk's bytes compressed on its own (raw deflate), end to end
+    in chunk order (`texts.bin`, memory-mapped when loaded), and where each chunk's starts (`texts.npy`, one more
+    than chunks). Format 3 stored every indexed file's bytes uncompressed and `texts.npy` held where each file
+    starts: a chunk's bytes were its file's start plus the chunk's byte range in the chunk table. `texts[i]` is
+    chunk i's lower-cased text (its lines joined by newlines, UTF-8).
     """
 
-    def __init__(self, data: mmap.mmap | bytes, starts: np.ndarray, table: np.ndarray) -> None:
+    def __init__(self, data: mmap.mmap | bytes, starts: np.ndarray, table: np.ndarray, *, per_chunk: bool) -> None:
         self._data = data
         self.starts = starts
         self._table = table
+        self._per_chunk = per_chunk
 
     def __len__(self) -> int:
         return len(self._table)
 
-    def raw(self, file_id: int, byte_start: int, byte_end: int) -> bytes:
-        """The bytes `byte_start:byte_end` of file `file_id` (a chunk's range from the chunk table)."""
+    def raw(self, chunk: int, file_id: int, byte_start: int, byte_end: int) -> bytes:
+        """The bytes of chunk `chunk`: `byte_start:byte_end` of file `file_id` (its row of the chunk table)."""
+        if self._per_chunk:
+            return zlib.decompress(self._data[int(self.starts[chunk]) : int(self.starts[chunk + 1])], -15)
         base = int(self.starts[file_id])
         return self._data[base + byte_start : base + byte_end]
 
     def lines(self, chunk: int) -> list[str]:
         file_id, start, end, byte_start, byte_end = self._table[chunk].tolist()
-        return decode_lines(self.raw(file_id, byte_start, byte_end), end - start + 1)
+        return decode_lines(self.raw(chunk, file_id, byte_start, byte_end), end - start + 1)
 
     def __getitem__(self, chunk: int) -> bytes:
         return "\n".join(self.lines(chunk)).lower().encode()
 
     class Writer:
-        """Streams the files' bytes to the index folder as the build goes (the build never holds them all)."""
+        """Streams the chunks' compressed bytes to the index folder as the build goes (never holding them all)."""
 
         def __init__(self, folder: Path) -> None:
             self._out = (folder / _TEXTS).open("wb")
             self._folder = folder
-            self._starts: list[int] = [0]
+            self._starts = array.array("q", [0])  # 8 bytes a chunk, not a Python int's 36
 
-        def add(self, data: bytes | memoryview) -> None:
-            self._out.write(data)
-            self._starts.append(self._starts[-1] + len(data))
+        def add(self, data: bytes | memoryview, ranges: Iterable[tuple[int, int]]) -> None:
+            """The chunks of one file: `data` is the file's bytes, `ranges` each chunk's (byte start, byte end)."""
+            view = memoryview(data)
+            for byte_start, byte_end in ranges:
+                packed = zlib.compress(view[byte_start:byte_end], _TEXT_LEVEL, -15)
+                self._out.write(packed)
+                self._starts.append(self._starts[-1] + len(packed))
 
         def close(self) -> None:
             self._out.close()
             np.save(self._folder / _TEXT_STARTS, np.asarray(self._starts, dtype=np.int64))
 
     @classmethod
-    def open(cls, folder: Path, table: np.ndarray) -> ChunkTexts:
+    def open(cls, folder: Path, table: np.ndarray, *, per_chunk: bool = True) -> ChunkTexts:
+        """The texts of the index in `folder` (`per_chunk`: of format 4; format 3 stored whole files)."""
         starts = np.load(folder / _TEXT_STARTS)
         with (folder / _TEXTS).open("rb") as f:
             # mmap cannot map an empty file (an index of empty files only).
             data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if starts[-1] else b""
-        return cls(data, starts, table)
+        return cls(data, starts, table, per_chunk=per_chunk)
 
 
 class NlsIndex:
@@ -252,7 +268,7 @@ class NlsIndex:
 
     @property
     def lower(self) -> ChunkTexts | None:
-        """The chunks' lower-cased texts (`lower[i]`), when the index stores the texts (format 3)."""
+        """The chunks' lower-cased texts (`lower[i]`), when the index stores the texts (formats 3 and 4)."""
         return self.texts
 
     def chunk(self, i: int) -> Chunk:
@@ -332,6 +348,8 @@ class _Chunks:
         # the end made each full collection of the build slower (json writes both alike).
         self.symbols: list[tuple[int, tuple[str, ...]]] = []
         self.rows = 0
+        # (byte start, byte end) of the chunks of the file added last, for the stored texts
+        self.last_ranges: list[tuple[int, int]] = []
         self._table: list[bytes] = []  # native: per file the rows the counter returns (int64, 5 columns)
         self._rows: list[tuple[int, int, int, int, int]] = []  # Python
         self.corpus: list[list[str]] = []  # Python
@@ -346,12 +364,15 @@ class _Chunks:
             self._table.append(raw)
             self.symbols.extend(named)
             self.rows += len(raw) // _ROW_BYTES
+            rows = np.frombuffer(raw, dtype=np.int64).reshape(-1, 5)
+            self.last_ranges = list(zip(rows[:, BYTE_START].tolist(), rows[:, BYTE_END].tolist(), strict=True))
         else:
             lines = source_lines(f.data)
             chunks = chunk_file(f.path, lines, f.spans)
             if not chunks:
                 return False
             ranges = _chunk_bytes(bytes(f.data), [(chunk.start, chunk.end) for chunk in chunks])
+            self.last_ranges = ranges
             for chunk, (byte_start, byte_end) in zip(chunks, ranges, strict=True):
                 if chunk.symbols:
                     self.symbols.append((self.rows, chunk.symbols))
@@ -399,10 +420,10 @@ def build(folder: Path, files: Iterable[SourceFile]) -> int:
     chunks = _Chunks(NativeCorpus(_word_token, "\x00empty") if available() else None)
     for f in files:
         if indexable(f.data) and chunks.add(f):
-            texts.add(f.data)
+            texts.add(f.data, chunks.last_ranges)
     if not chunks.rows:
         chunks.add_placeholder()
-        texts.add(b"")
+        texts.add(b"", [(0, 0)])
     texts.close()
     chunks.save(tmp / "bm25")
     np.save(tmp / _TABLE, chunks.table())
@@ -438,5 +459,5 @@ def load(folder: Path) -> NlsIndex | None:
     model = bm25s.BM25.load(str(folder / "bm25"), mmap=True)
     table = np.load(folder / _TABLE, mmap_mode="r")
     symbols = {int(i): tuple(names) for i, names in raw["symbols"]}
-    texts = ChunkTexts.open(folder, table) if raw["format"] == FORMAT else None
+    texts = ChunkTexts.open(folder, table, per_chunk=raw["format"] == FORMAT) if raw["format"] != 2 else None
     return NlsIndex(model, table, raw["paths"], raw["blobs"], symbols, texts)

@@ -636,7 +636,7 @@ class NlsService:
             file_id, start, end = row[PATH], row[START], row[END]
             count = end - start + 1
             if texts is not None:
-                raw = texts.raw(file_id, row[BYTE_START], row[BYTE_END])
+                raw = texts.raw(i, file_id, row[BYTE_START], row[BYTE_END])
                 lines = ChunkLines(functools.partial(decode_lines, raw, count))
                 text = _searchable(raw) if needs_text else b""
             else:  # an index of format 2: the lines come from the blob (read now if the boosts need the text)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from codewell.core.actors import INTERNAL
@@ -100,6 +101,34 @@ def test_stored_texts_rank_as_the_blobs_did(runtime: Runtime, indexed: tuple[Rep
     from_blobs = old.search(INTERNAL, QUESTION)
     assert _ranked(from_blobs) == _ranked(stored)
     assert [(h.path, h.lines) for h in from_blobs.hits] == [(h.path, h.lines) for h in stored.hits]
+
+
+def _downgrade_to_format_3(folder: Path) -> None:
+    """What an index written before the per-chunk compression looks like: every file's bytes whole, format 3."""
+    raw = json.loads((folder / "files.json").read_text())
+    with (folder / "texts.bin").open("wb") as out:
+        starts = [0]
+        for path in raw["paths"]:
+            data = FILES[path].encode()
+            out.write(data)
+            starts.append(starts[-1] + len(data))
+    np.save(folder / "texts.npy", np.asarray(starts, dtype=np.int64))
+    (folder / "files.json").write_text(json.dumps({**raw, "format": 3}))
+
+
+def test_texts_compressed_per_chunk_rank_as_the_whole_files_did(runtime: Runtime, indexed: tuple[Repo, Path]) -> None:
+    _, folder = indexed
+    nls = runtime.get(NlsService)
+    stored = nls.search(INTERNAL, QUESTION)
+    assert (folder / "texts.bin").stat().st_size < sum(len(text.encode()) for text in FILES.values())
+    _downgrade_to_format_3(folder)
+    assert not is_current(folder)
+    index = load(folder)
+    assert index is not None
+    assert index.texts is not None
+    whole = NlsService(runtime, nls.root).search(INTERNAL, QUESTION)  # a fresh cache
+    assert _ranked(whole) == _ranked(stored)
+    assert [(h.path, h.lines) for h in whole.hits] == [(h.path, h.lines) for h in stored.hits]
 
 
 def test_older_format_is_rebuilt_at_the_next_indexing(runtime: Runtime, indexed: tuple[Repo, Path]) -> None:
