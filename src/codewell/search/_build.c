@@ -1,7 +1,9 @@
 /* Native kernels of the search index build (module codewell.search._build; search/index/builder.py).
 
-   unit_trigrams:   the distinct case-folded trigrams of each unit of a content chunk, as `trigram << 32 | unit`
-                    keys grouped by partition (the trigram's first byte), units ascending within a partition.
+   unit_trigrams:   the distinct case-folded trigrams of each unit of a content chunk (at most 2^16 units), as
+                    uint32 keys `trigram's low 16 bits << 16 | unit within the chunk` grouped by partition (the
+                    trigram's first byte), units ascending within a partition: half the bytes of uint64 keys,
+                    and the temporary files of the Linux tree are 0.7 GB that way.
    merge_partition: one partition's keys (from every chunk, in chunk order) turned into its posting lists:
                     raw uint32 arrays for rare trigrams, portable roaring bitmaps for the others.
    doc_lines:       a document's newline table (low 16 bits per newline, first line of each page) and unit cuts.
@@ -21,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { PARTITIONS = 256, PART_TRIGRAMS = 1 << 16, RAW_MAX = 8, TRIGRAMS = 1 << 24 };
+enum { PARTITIONS = 256, PART_TRIGRAMS = 1 << 16, RAW_MAX = 8, TRIGRAMS = 1 << 24, CHUNK_UNITS = 1 << 16 };
 
 /* Portable roaring format (github.com/RoaringBitmap/RoaringFormatSpec), as search/_scan.c reads it. */
 enum { SERIAL_COOKIE_NO_RUNCONTAINER = 12346, SERIAL_COOKIE = 12347, NO_OFFSET_THRESHOLD = 4, ARRAY_MAX = 4096 };
@@ -68,17 +70,15 @@ static void put_u32(uint8_t *p, uint32_t v) {
 /* unit_trigrams ------------------------------------------------------------------------------------------ */
 
 PyDoc_STRVAR(unit_trigrams_doc,
-             "unit_trigrams(content, starts, first, unit_id) -> (keys, bounds)\n\n"
-             "The distinct case-folded trigrams of units first.. of `content`: `starts` (int64) holds each unit's\n"
-             "start offset and the end of the last. `keys` is uint64 `trigram << 32 | unit_id + i` (i: the unit's\n"
-             "rank from `first`), grouped by the trigram's first byte, units ascending within each group;\n"
-             "`bounds` (257 x int64) delimits the groups.");
+             "unit_trigrams(content, starts) -> (keys, bounds)\n\n"
+             "The distinct case-folded trigrams of the units of `content` that `starts` (int64) delimits: each\n"
+             "unit's start offset and the end of the last, at most 65536 units. `keys` is uint32\n"
+             "`(trigram & 0xFFFF) << 16 | unit` (unit: its rank in `starts`), grouped by the trigram's first\n"
+             "byte, units ascending within each group; `bounds` (257 x int64) delimits the groups.");
 
 static PyObject *unit_trigrams(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *content_obj, *starts_obj;
-    Py_ssize_t first;
-    unsigned long long unit_id;
-    if (!PyArg_ParseTuple(args, "OOnK", &content_obj, &starts_obj, &first, &unit_id)) return NULL;
+    if (!PyArg_ParseTuple(args, "OO", &content_obj, &starts_obj)) return NULL;
     Py_buffer content, starts_view;
     if (get_buffer(content_obj, &content, "content") < 0) return NULL;
     if (get_buffer(starts_obj, &starts_view, "starts") < 0) {
@@ -88,34 +88,29 @@ static PyObject *unit_trigrams(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *result = NULL, *keys_obj = NULL, *bounds_obj = NULL;
     uint64_t *seen = NULL;
     uint32_t *tris = NULL;
-    Py_ssize_t *unit_end = NULL;
+    size_t *unit_end = NULL;
     const int64_t *starts = (const int64_t *)starts_view.buf;
-    Py_ssize_t n_starts = starts_view.len / (Py_ssize_t)sizeof(int64_t);
-    Py_ssize_t n_units = n_starts - 1 - first;
-    if (starts_view.len % (Py_ssize_t)sizeof(int64_t) != 0 || first < 0 || n_units < 0) {
-        PyErr_SetString(PyExc_ValueError, "starts: expected int64 offsets, one more than the units from `first`");
+    Py_ssize_t n_units = starts_view.len / (Py_ssize_t)sizeof(int64_t) - 1;
+    if (starts_view.len % (Py_ssize_t)sizeof(int64_t) != 0 || n_units < 0 || n_units > CHUNK_UNITS) {
+        PyErr_SetString(PyExc_ValueError, "starts: expected int64 offsets of at most 65536 units and their end");
         goto done;
     }
-    for (Py_ssize_t u = first; u < n_starts - 1; u++) {
+    for (Py_ssize_t u = 0; u < n_units; u++) {
         if (starts[u] < 0 || starts[u] > starts[u + 1] || starts[u + 1] > content.len) {
             PyErr_Format(PyExc_ValueError, "starts: unit %zd [%lld, %lld) is not inside the content", u,
                          (long long)starts[u], (long long)starts[u + 1]);
             goto done;
         }
     }
-    if (unit_id + (unsigned long long)n_units > 0xFFFFFFFFULL) {
-        PyErr_SetString(PyExc_ValueError, "unit ids must fit in 32 bits");
-        goto done;
-    }
     /* A unit has at most (its length - 2) distinct trigrams: the whole chunk's bound sizes the list. */
     size_t bound = 0;
-    for (Py_ssize_t u = first; u < n_starts - 1; u++) {
+    for (Py_ssize_t u = 0; u < n_units; u++) {
         int64_t length = starts[u + 1] - starts[u];
         if (length > 2) bound += (size_t)(length - 2);
     }
     seen = calloc(TRIGRAMS / 64, sizeof(uint64_t));
     tris = malloc((bound ? bound : 1) * sizeof(uint32_t));
-    unit_end = malloc((size_t)(n_units + 1) * sizeof(Py_ssize_t));
+    unit_end = malloc((size_t)(n_units + 1) * sizeof(size_t));
     if (seen == NULL || tris == NULL || unit_end == NULL) {
         PyErr_NoMemory();
         goto done;
@@ -125,7 +120,7 @@ static PyObject *unit_trigrams(PyObject *Py_UNUSED(self), PyObject *args) {
     const uint8_t *data = (const uint8_t *)content.buf;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t u = 0; u < n_units; u++) {
-        const uint8_t *p = data + starts[first + u], *end = data + starts[first + u + 1];
+        const uint8_t *p = data + starts[u], *end = data + starts[u + 1];
         size_t unit_first = count;
         if (end - p >= 3) {
             uint32_t tri = ((uint32_t)FOLD[p[0]] << 8) | FOLD[p[1]];
@@ -146,14 +141,14 @@ static PyObject *unit_trigrams(PyObject *Py_UNUSED(self), PyObject *args) {
             }
             for (size_t i = unit_first; i < count; i++) part_count[tris[i] >> 16]++;
         }
-        unit_end[u] = (Py_ssize_t)count;
+        unit_end[u] = count;
     }
     Py_END_ALLOW_THREADS
-    keys_obj = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(count * sizeof(uint64_t)));
+    keys_obj = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(count * sizeof(uint32_t)));
     bounds_obj = PyBytes_FromStringAndSize(NULL, (PARTITIONS + 1) * sizeof(int64_t));
     if (keys_obj == NULL || bounds_obj == NULL) goto done;
     int64_t *bounds = (int64_t *)PyBytes_AS_STRING(bounds_obj);
-    uint64_t *keys = (uint64_t *)PyBytes_AS_STRING(keys_obj);
+    uint32_t *keys = (uint32_t *)PyBytes_AS_STRING(keys_obj);
     Py_BEGIN_ALLOW_THREADS
     size_t next[PARTITIONS];
     size_t at = 0;
@@ -165,8 +160,7 @@ static PyObject *unit_trigrams(PyObject *Py_UNUSED(self), PyObject *args) {
     bounds[PARTITIONS] = (int64_t)at;
     size_t i = 0;
     for (Py_ssize_t u = 0; u < n_units; u++) {
-        uint64_t unit = unit_id + (uint64_t)u;
-        for (; i < (size_t)unit_end[u]; i++) keys[next[tris[i] >> 16]++] = ((uint64_t)tris[i] << 32) | unit;
+        for (; i < unit_end[u]; i++) keys[next[tris[i] >> 16]++] = (tris[i] << 16) | (uint32_t)u;
     }
     Py_END_ALLOW_THREADS
     result = PyTuple_Pack(2, keys_obj, bounds_obj);
@@ -271,38 +265,56 @@ static int roaring_write(Bytes *out, const uint32_t *units, size_t n) {
 }
 
 PyDoc_STRVAR(merge_partition_doc,
-             "merge_partition(parts, partition) -> (postings, trigrams, counts, sizes)\n\n"
-             "The posting lists of one partition from its keys: `parts` lists uint64 `trigram << 32 | unit`\n"
-             "buffers (every chunk's, in chunk order, so each trigram's units ascend over their concatenation).\n"
-             "For each trigram present, in ascending order: `trigrams` and `counts` (uint32) and `sizes` (uint64)\n"
-             "of its list in `postings`: raw little-endian uint32 units when it has at most 8, else a portable\n"
-             "roaring bitmap.");
+             "merge_partition(parts, unit_ids, partition) -> (postings, trigrams, counts, sizes)\n\n"
+             "The posting lists of one partition from its keys: `parts` lists the uint32 keys that unit_trigrams\n"
+             "wrote for it, every chunk's in chunk order (so each trigram's units ascend over their\n"
+             "concatenation), and `unit_ids` the id of each chunk's first unit. For each trigram present, in\n"
+             "ascending order: `trigrams` and `counts` (uint32) and `sizes` (uint64) of its list in `postings`:\n"
+             "raw little-endian uint32 units when it has at most 8, else a portable roaring bitmap.");
 
 static PyObject *merge_partition(PyObject *Py_UNUSED(self), PyObject *args) {
-    PyObject *parts;
+    PyObject *parts, *unit_ids_obj;
     int partition;
-    if (!PyArg_ParseTuple(args, "O!i", &PyList_Type, &parts, &partition)) return NULL;
+    if (!PyArg_ParseTuple(args, "O!O!i", &PyList_Type, &parts, &PyList_Type, &unit_ids_obj, &partition)) return NULL;
     if (partition < 0 || partition >= PARTITIONS) {
         PyErr_SetString(PyExc_ValueError, "partition: expected 0..255");
         return NULL;
     }
     Py_ssize_t n_parts = PyList_GET_SIZE(parts);
+    if (PyList_GET_SIZE(unit_ids_obj) != n_parts) {
+        PyErr_SetString(PyExc_ValueError, "unit_ids: expected one per part");
+        return NULL;
+    }
     Py_buffer *views = calloc((size_t)(n_parts ? n_parts : 1), sizeof(Py_buffer));
-    if (views == NULL) return PyErr_NoMemory();
+    uint64_t *unit_ids = calloc((size_t)(n_parts ? n_parts : 1), sizeof(uint64_t));
+    if (views == NULL || unit_ids == NULL) {
+        free(views);
+        free(unit_ids);
+        return PyErr_NoMemory();
+    }
     Py_ssize_t opened = 0;
     PyObject *result = NULL;
     uint32_t *counts = NULL, *units = NULL;
     size_t *next = NULL;
     Bytes out = {0}, trigrams = {0}, sizes = {0}, lengths = {0};
     size_t total = 0;
+    for (Py_ssize_t k = 0; k < n_parts; k++) {
+        unsigned long long id = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(unit_ids_obj, k));
+        if (PyErr_Occurred()) goto done;
+        if (id + CHUNK_UNITS - 1 > 0xFFFFFFFFULL) {
+            PyErr_SetString(PyExc_ValueError, "unit_ids: unit ids must fit in 32 bits");
+            goto done;
+        }
+        unit_ids[k] = id;
+    }
     for (; opened < n_parts; opened++) {
         if (get_buffer(PyList_GET_ITEM(parts, opened), &views[opened], "parts") < 0) goto done;
-        if (views[opened].len % 8 != 0) {
-            PyErr_SetString(PyExc_ValueError, "parts: expected uint64 keys");
+        if (views[opened].len % 4 != 0) {
+            PyErr_SetString(PyExc_ValueError, "parts: expected uint32 keys");
             opened++;
             goto done;
         }
-        total += (size_t)views[opened].len / 8;
+        total += (size_t)views[opened].len / 4;
     }
     counts = calloc(PART_TRIGRAMS, sizeof(uint32_t));
     next = malloc(PART_TRIGRAMS * sizeof(size_t));
@@ -313,15 +325,12 @@ static PyObject *merge_partition(PyObject *Py_UNUSED(self), PyObject *args) {
     }
     int bad = 0, failed = 0;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t k = 0; k < n_parts && !bad; k++) {
-        const uint64_t *keys = views[k].buf;
-        size_t n = (size_t)views[k].len / 8;
-        for (size_t i = 0; i < n; i++) {
-            if ((keys[i] >> 48) != (uint64_t)partition) bad = 1;
-            counts[(keys[i] >> 32) & 0xFFFF]++;
-        }
+    for (Py_ssize_t k = 0; k < n_parts; k++) {
+        const uint32_t *keys = views[k].buf;
+        size_t n = (size_t)views[k].len / 4;
+        for (size_t i = 0; i < n; i++) counts[keys[i] >> 16]++;
     }
-    if (!bad) {
+    {
         size_t at = 0;
         for (size_t t = 0; t < PART_TRIGRAMS; t++) {
             next[t] = at;
@@ -329,9 +338,10 @@ static PyObject *merge_partition(PyObject *Py_UNUSED(self), PyObject *args) {
         }
         /* A stable counting sort by trigram: each trigram's units keep their (ascending) input order. */
         for (Py_ssize_t k = 0; k < n_parts; k++) {
-            const uint64_t *keys = views[k].buf;
-            size_t n = (size_t)views[k].len / 8;
-            for (size_t i = 0; i < n; i++) units[next[(keys[i] >> 32) & 0xFFFF]++] = (uint32_t)keys[i];
+            const uint32_t *keys = views[k].buf;
+            size_t n = (size_t)views[k].len / 4;
+            uint32_t first = (uint32_t)unit_ids[k];
+            for (size_t i = 0; i < n; i++) units[next[keys[i] >> 16]++] = first + (keys[i] & 0xFFFF);
         }
         size_t at_unit = 0;
         for (size_t t = 0; t < PART_TRIGRAMS && !failed && !bad; t++) {
@@ -367,8 +377,7 @@ static PyObject *merge_partition(PyObject *Py_UNUSED(self), PyObject *args) {
         goto done;
     }
     if (bad) {
-        PyErr_Format(PyExc_ValueError, "parts: keys outside partition %d, or a trigram's units not ascending",
-                     partition);
+        PyErr_SetString(PyExc_ValueError, "parts: a trigram's units are not ascending (chunks out of order?)");
         goto done;
     }
     /* "y#" turns a NULL pointer (nothing written) into None: pass "" for empty results. */
@@ -380,6 +389,7 @@ static PyObject *merge_partition(PyObject *Py_UNUSED(self), PyObject *args) {
 done:
     for (Py_ssize_t k = 0; k < opened; k++) PyBuffer_Release(&views[k]);
     free(views);
+    free(unit_ids);
     free(counts);
     free(next);
     free(units);

@@ -25,6 +25,10 @@ TABLES = ["starts", "line_base", "nl_low", "nl_pages", "doc_page0", "unit_starts
 TRIGRAM_TABLES = ["tri_keys", "tri_raw", "tri_counts"]
 
 
+def trigram(value: bytes) -> int:
+    return (value[0] << 16) | (value[1] << 8) | value[2]
+
+
 @pytest.fixture
 def kernels() -> Iterator[object]:
     assert native._build is not None, "the build kernels must be built for these tests (pip install -e .)"
@@ -84,7 +88,7 @@ def test_posting_lists_of_every_container_kind_match_pyroaring(kernels: object, 
         assert len(expected) > 10
         assert ours._literal_units(literal, None) == expected
         # The query side's in-place reader (search/_scan.c) reads the native serialization too.
-        i = int(np.searchsorted(ours.tri_keys, (literal[0] << 16) | (literal[1] << 8) | literal[2]))
+        i = int(np.searchsorted(ours.tri_keys, trigram(literal)))
         offsets, raw = ours._posting_views
         sample = sorted(rng.sample(range(ours.unit_count), 3000))
         kept = _scan.posting_keep(ours.postings, offsets[i], offsets[i + 1], raw[i], sample)
@@ -100,6 +104,7 @@ def test_a_pooled_build_in_many_chunks_equals_the_inline_build(
         data = bytes(rng.choice(b"abcdefgh \n") for _ in range(rng.choice([10, 3000, 20000])))
         docs.append(SourceDoc(f"f{i}.c", data, len(data), frozenset({"main"})))
     monkeypatch.setattr(builder, "_CHUNK_BYTES", 100_000)
+    monkeypatch.setattr(builder, "_CHUNK_UNITS", 50)  # and pieces of 50 units: many unit ids in file names
     pooled = Shard.open(build_shard(tmp_path / "pooled", {"repo": "r"}, docs, workers=2, unit_bytes=512))
     inline = Shard.open(build_shard(tmp_path / "inline", {"repo": "r"}, docs, workers=1, unit_bytes=512))
     for name in TABLES + TRIGRAM_TABLES + ["tri_offs"]:
@@ -110,15 +115,16 @@ def test_a_pooled_build_in_many_chunks_equals_the_inline_build(
 def test_unit_trigrams_folds_ascii_case_and_drops_repeats_within_a_unit(kernels: object) -> None:
     content = b"AbCabc\nxyzXYZ"
     starts = np.asarray([0, 7, 13], dtype=np.int64)
-    keys, bounds = native._build.unit_trigrams(content, starts, 0, 40)  # type: ignore[union-attr]
-    found = {(int(k) >> 32, int(k) & 0xFFFFFFFF) for k in np.frombuffer(keys, dtype=np.uint64)}
-    tri = lambda s: (s[0] << 16) | (s[1] << 8) | s[2]  # noqa: E731
+    keys, bounds = native._build.unit_trigrams(content, starts)  # type: ignore[union-attr]
+    edges = np.frombuffer(bounds, dtype=np.int64).tolist()
+    found = set()
+    for part in range(256):
+        for key in np.frombuffer(keys, dtype=np.uint32)[edges[part] : edges[part + 1]].tolist():
+            found.add(((part << 16) | (key >> 16), key & 0xFFFF))
     unit0 = {b"abc", b"bca", b"cab", b"bc\n"}
     unit1 = {b"xyz", b"yzx", b"zxy"}
-    assert found == {(tri(t), 40) for t in unit0} | {(tri(t), 41) for t in unit1}
-    assert len(keys) == 8 * len(found)  # each (trigram, unit) once
-    edges = np.frombuffer(bounds, dtype=np.int64)
-    assert edges[0] == 0
+    assert found == {(trigram(t), 0) for t in unit0} | {(trigram(t), 1) for t in unit1}
+    assert len(keys) == 4 * len(found)  # each (trigram, unit) once
     assert edges[-1] == len(found)
 
 
@@ -126,13 +132,15 @@ def test_the_kernels_refuse_input_they_would_read_past(kernels: object) -> None:
     build = native._build
     assert build is not None
     with pytest.raises(ValueError, match="not inside the content"):
-        build.unit_trigrams(b"abc", np.asarray([0, 10], dtype=np.int64), 0, 0)
-    with pytest.raises(ValueError, match="outside partition"):
-        build.merge_partition([np.asarray([(0x61 << 48) | 1], dtype=np.uint64)], 0x62)
-    assert build.merge_partition([np.zeros(0, dtype=np.uint64)], 0x61) == (b"", b"", b"", b"")
-    descending = np.asarray([(0x616263 << 32) | 5, (0x616263 << 32) | 4], dtype=np.uint64)
+        build.unit_trigrams(b"abc", np.asarray([0, 10], dtype=np.int64))
+    with pytest.raises(ValueError, match="at most 65536 units"):
+        build.unit_trigrams(b"a" * 70000, np.arange(70001, dtype=np.int64))
+    with pytest.raises(ValueError, match="one per part"):
+        build.merge_partition([np.zeros(1, dtype=np.uint32)], [], 0x61)
+    assert build.merge_partition([np.zeros(0, dtype=np.uint32)], [0], 0x61) == (b"", b"", b"", b"")
+    descending = np.asarray([(0x6263 << 16) | 5, (0x6263 << 16) | 4], dtype=np.uint32)
     with pytest.raises(ValueError, match="not ascending"):
-        build.merge_partition([descending], 0x61)
+        build.merge_partition([descending], [0], 0x61)
 
 
 def test_merge_partition_serializes_what_pyroaring_deserializes(kernels: object) -> None:
@@ -144,8 +152,15 @@ def test_merge_partition_serializes_what_pyroaring_deserializes(kernels: object)
         0x616102: list(range(70000, 140000)),  # runs
         0x616103: [1, 5, 70000, 70001, 200000, 200005, 300000, 400000, 500000],  # arrays, offsets header
     }
-    keys = np.asarray([(t << 32) | u for t, units in sorted(lists.items()) for u in units], dtype=np.uint64)
-    postings, tris, counts, sizes = build.merge_partition([keys[: len(keys) // 2], keys[len(keys) // 2 :]], 0x61)
+    # Chunks of 65536 units, as unit_trigrams writes them: (trigram & 0xFFFF) << 16 | unit - the chunk's first.
+    parts, firsts = [], []
+    for first in range(0, 600000, 1 << 16):
+        chunk = [
+            ((t & 0xFFFF) << 16) | (u - first) for t, units in lists.items() for u in units if 0 <= u - first < 1 << 16
+        ]
+        parts.append(np.asarray(chunk, dtype=np.uint32))
+        firsts.append(first)
+    postings, tris, counts, sizes = build.merge_partition(parts, firsts, 0x61)
     assert np.frombuffer(tris, dtype=np.uint32).tolist() == sorted(lists)
     assert np.frombuffer(counts, dtype=np.uint32).tolist() == [len(lists[t]) for t in sorted(lists)]
     at = 0

@@ -53,6 +53,9 @@ _BATCH_BYTES = 8 << 20
 _BATCH_UNITS = 256
 # Content is handed to trigram extraction in chunks of this size while later documents are still read.
 _CHUNK_BYTES = 48 << 20
+# At most this many units per chunk: a unit's rank within its chunk then fits the 16 low bits of the uint32
+# keys of the partition files (their 16 high bits are the trigram's, less the first byte that the file names).
+_CHUNK_UNITS = 1 << 16
 # Partitions merged per pool task: small enough to balance the uneven partitions over the workers.
 _MERGE_GROUP = 8
 
@@ -304,15 +307,19 @@ class _Trigrams:
         shutil.rmtree(self.parts_dir, ignore_errors=True)
 
     def submit(self, unit_lo: int, starts: np.ndarray, final: bool) -> None:
-        prefix = str(self.parts_dir / f"c{self.chunks:05}")
-        self.chunks += 1
         if self.pool is None and self.workers > 1 and not final:
             self.pool = process_pool(self.workers)
         content = str(self.out / "content.bin")
-        if self.pool is None:
-            trigram_keys(content, starts, unit_lo, prefix)
-        else:
-            self.futures.append(self.pool.submit(trigram_keys, content, starts, unit_lo, prefix))
+        # Pieces of at most _CHUNK_UNITS units (a document of many short lines can add more at once).
+        for lo in range(0, len(starts) - 1, _CHUNK_UNITS):
+            piece = starts[lo : lo + _CHUNK_UNITS + 1]
+            # The name carries the piece's first unit id: the merge adds it to the keys' unit ranks.
+            prefix = str(self.parts_dir / f"c{self.chunks:05}u{unit_lo + lo}")
+            self.chunks += 1
+            if self.pool is None:
+                trigram_keys(content, piece, prefix)
+            else:
+                self.futures.append(self.pool.submit(trigram_keys, content, piece, prefix))
 
     def wait(self) -> None:
         for future in self.futures:
@@ -383,11 +390,13 @@ def merge_partitions(parts_dir: str, part_lo: int, part_hi: int) -> tuple[_Trigr
     table = _TrigramTable()
     position = 0
     directory = Path(parts_dir)
-    # One listing, not one glob per partition: chunks write only the partitions they have keys for.
-    by_part: dict[int, list[Path]] = {}
+    # One listing, not one glob per partition: chunks write only the partitions they have keys for. Names
+    # (c<chunk>u<first unit>.p<partition>) sort in chunk order.
+    by_part: dict[int, list[tuple[Path, int]]] = {}
     for name in sorted(os.listdir(directory)):
         if name.startswith("c") and ".p" in name:
-            by_part.setdefault(int(name.rsplit(".p", 1)[1]), []).append(directory / name)
+            stem, number = name.rsplit(".p", 1)
+            by_part.setdefault(int(number), []).append((directory / name, int(stem.split("u", 1)[1])))
     kernels = native.kernels()
     with open(directory / f"m{part_lo:03}.bin", "wb") as postings:
         for part in range(part_lo, part_hi):
@@ -395,12 +404,12 @@ def merge_partitions(parts_dir: str, part_lo: int, part_hi: int) -> tuple[_Trigr
             if kernels is not None:
                 position = _merge_native(kernels, files, part, postings, position, table)
                 continue
-            arrays = [np.fromfile(f, dtype=np.uint64) for f in files]
+            arrays = [_full_keys(np.fromfile(f, dtype=np.uint32), part, unit_lo) for f, unit_lo in files]
             if not arrays:
                 continue
             keys = np.sort(np.concatenate(arrays))
             del arrays
-            for f in files:
+            for f, _ in files:
                 f.unlink()
             if not len(keys):
                 continue
@@ -408,16 +417,22 @@ def merge_partitions(parts_dir: str, part_lo: int, part_hi: int) -> tuple[_Trigr
     return table, position
 
 
+def _full_keys(keys: np.ndarray, part: int, unit_lo: int) -> np.ndarray:
+    """A partition file's uint32 keys as uint64 `trigram << 32 | unit id` (the numpy merge sorts those)."""
+    trigrams = (keys >> np.uint32(16)).astype(np.uint64) | np.uint64(part << 16)
+    return (trigrams << np.uint64(32)) | ((keys & np.uint32(0xFFFF)).astype(np.uint64) + np.uint64(unit_lo))
+
+
 def _merge_native(
-    kernels: Any, files: list[Path], part: int, postings: Any, position: int, table: _TrigramTable
+    kernels: Any, files: list[tuple[Path, int]], part: int, postings: Any, position: int, table: _TrigramTable
 ) -> int:
     """merge_partitions for one partition through _build.merge_partition (the chunk files are in chunk order)."""
     if not files:
         return position
-    arrays = [np.fromfile(f, dtype=np.uint64) for f in files]
-    data, tris, counts, sizes = kernels.merge_partition(arrays, part)
+    arrays = [np.fromfile(f, dtype=np.uint32) for f, _ in files]
+    data, tris, counts, sizes = kernels.merge_partition(arrays, [unit_lo for _, unit_lo in files], part)
     del arrays
-    for f in files:
+    for f, _ in files:
         f.unlink()
     if not tris:
         return position
@@ -463,11 +478,12 @@ def _write_partition(keys: np.ndarray, postings: Any, position: int, table: _Tri
     return pos
 
 
-def trigram_keys(content_path: str, starts: np.ndarray, unit_lo: int, out_prefix: str) -> None:
-    """Write unique `trigram << 32 | unit` keys of units unit_lo.. into partition files `out_prefix.p<n>`.
+def trigram_keys(content_path: str, starts: np.ndarray, out_prefix: str) -> None:
+    """Write the unique (trigram, unit) keys of a chunk's units into partition files `out_prefix.p<n>`.
 
-    `starts` holds the absolute content offsets of those units plus the end of the last one. Runs in a
-    worker process; trigrams are ASCII case-folded and never span two units (nor, so, two documents).
+    `starts` holds the absolute content offsets of at most _CHUNK_UNITS units plus the end of the last one.
+    Keys are uint32 `(trigram & 0xFFFF) << 16 | unit rank in the chunk`, units ascending within a file. Runs
+    in a worker process; trigrams are ASCII case-folded and never span two units (nor, so, two documents).
     """
     if int(starts[-1]) - int(starts[0]) == 0:
         return
@@ -476,12 +492,12 @@ def trigram_keys(content_path: str, starts: np.ndarray, unit_lo: int, out_prefix
     kernels = native.kernels()
     if kernels is not None:
         try:
-            keys, bounds = kernels.unit_trigrams(content, np.ascontiguousarray(starts, dtype=np.int64), 0, unit_lo)
+            keys, bounds = kernels.unit_trigrams(content, np.ascontiguousarray(starts, dtype=np.int64))
             edges = np.frombuffer(bounds, dtype=np.int64).tolist()
             view = memoryview(keys)
             for p in range(_PARTITIONS):
                 if edges[p + 1] > edges[p]:
-                    outs.write(p, view[edges[p] * 8 : edges[p + 1] * 8])
+                    outs.write(p, view[edges[p] * 4 : edges[p + 1] * 4])
         finally:
             outs.close()
         return
@@ -492,7 +508,7 @@ def trigram_keys(content_path: str, starts: np.ndarray, unit_lo: int, out_prefix
             hi = int(np.searchsorted(starts, starts[lo] + _BATCH_BYTES, side="right")) - 1
             # At most 256 units per batch: (local unit, trigram) then fits a uint32 sort key.
             hi = min(max(hi, lo + 1), n_units, lo + _BATCH_UNITS)
-            _batch_keys(content, starts, lo, hi, unit_lo, outs)
+            _batch_keys(content, starts, lo, hi, outs)
             lo = hi
     finally:
         outs.close()
@@ -520,7 +536,7 @@ class _PartitionFiles:
             f.close()
 
 
-def _batch_keys(content: np.ndarray, starts: np.ndarray, lo: int, hi: int, unit_lo: int, outs: _PartitionFiles) -> None:
+def _batch_keys(content: np.ndarray, starts: np.ndarray, lo: int, hi: int, outs: _PartitionFiles) -> None:
     s, e = int(starts[lo]), int(starts[hi])
     if e - s < 3:
         return
@@ -540,9 +556,7 @@ def _batch_keys(content: np.ndarray, starts: np.ndarray, lo: int, hi: int, unit_
     tris = keys & np.uint32(0xFFFFFF)
     part = (tris >> np.uint32(_PART_SHIFT)).astype(np.uint8)
     order = np.argsort(part, kind="stable")
-    full = (tris[order].astype(np.uint64) << np.uint64(32)) | (
-        (keys[order] >> np.uint32(24)).astype(np.uint64) + np.uint64(unit_lo + lo)
-    )
+    full = ((tris[order] & np.uint32(0xFFFF)) << np.uint32(16)) | ((keys[order] >> np.uint32(24)) + np.uint32(lo))
     bounds = np.searchsorted(part[order], np.arange(_PARTITIONS + 1))
     for p in np.flatnonzero(np.diff(bounds)).tolist():
         outs.write(p, full[int(bounds[p]) : int(bounds[p + 1])].tobytes())
