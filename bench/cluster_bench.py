@@ -234,11 +234,22 @@ def readable_bitmap(url: str) -> str:
     return base64.b64encode(np.packbits(mask).tobytes()).decode("ascii")
 
 
+def cpu_ns(pid: int) -> int:
+    """CPU time of every thread of a process so far, in ns (schedstat: not the 10 ms ticks of /proc/PID/stat)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that ended meanwhile
+    return total
+
+
 def overhead_phase(
-    bench: Bench, name: str, search: Callable[[str], tuple[dict[str, Any], float]], rounds: int
+    bench: Bench, name: str, search: Callable[[str], tuple[dict[str, Any], float]], rounds: int, web_pid: int
 ) -> dict[str, Any]:
     """The web tier's overhead over its one replica, in interleaved rounds (see the module's docstring)."""
-    port, _ = bench.replicas[name]
+    port, replica = bench.replicas[name]
     internal = httpx2.Client(headers={"authorization": f"Bearer {internal_token(bench.shared)}"}, timeout=600)
     actor = {"kind": "user", "user_id": 1, "username": "admin", "site_admin": True, "scopes": ["user:all"]}
     web_body = {"actor": actor, "rank": False, "readable": readable_bitmap(bench.url), "frame": 1}
@@ -265,18 +276,28 @@ def overhead_phase(
             # Paired: each web answer right after the replica's own, so that a burst of load elsewhere on the
             # machine hits both sides of a pair; the overhead is the p50 of the pairs' differences.
             samples: dict[str, list[float]] = {key: [] for key in asks}
+            # CPU per answer of the web process and of the replica (the wall clock mostly measures the machine's
+            # other load; CPU time does not): the web tier's own cost per query, and the replica's both ways.
+            cpu: dict[str, list[int]] = {key: [0, 0] for key in asks}
             for _ in range(runs):
                 for key, ask in asks.items():
+                    web_before, replica_before = cpu_ns(web_pid), cpu_ns(replica.pid)
                     samples[key].append(ask(query))
+                    cpu[key][0] += cpu_ns(web_pid) - web_before
+                    cpu[key][1] += cpu_ns(replica.pid) - replica_before
             diffs = [w - d for w, d in zip(samples["web"], samples["direct"], strict=True)]
             for key, values in samples.items():
                 row.setdefault(f"{key}_ms", {})[name_q] = p50(values)
             row.setdefault("overhead_ms", {})[name_q] = p50(diffs)
+            row.setdefault("web_process_cpu_ms", {})[name_q] = round(cpu["web"][0] / runs / 1e6, 3)
+            row.setdefault("replica_cpu_ms_direct", {})[name_q] = round(cpu["direct"][1] / runs / 1e6, 3)
+            row.setdefault("replica_cpu_ms_web", {})[name_q] = round(cpu["web"][1] / runs / 1e6, 3)
         print(
             f"round {k + 1} (load {load:.1f}): "
             + "  ".join(
                 f"{q}: direct {row['direct_ms'][q]:.2f} (bare {row['direct_bare_ms'][q]:.2f})"
                 f" web {row['web_ms'][q]:.2f} overhead {row['overhead_ms'][q]:.2f} ms"
+                f" (web process CPU {row['web_process_cpu_ms'][q]:.2f} ms)"
                 for q in QUERIES
             )
         )
@@ -284,8 +305,12 @@ def overhead_phase(
     out["overhead_p50_of_rounds_ms"] = {
         q: round(statistics.median(r["overhead_ms"][q] for r in out["rounds"]), 2) for q in QUERIES
     }
+    out["web_process_cpu_ms_median_of_rounds"] = {
+        q: round(statistics.median(r["web_process_cpu_ms"][q] for r in out["rounds"]), 3) for q in QUERIES
+    }
     out["load_1m"] = [r["load_1m"] for r in out["rounds"]]
     print(f"fan-out overhead, median of {rounds} rounds: {out['overhead_p50_of_rounds_ms']}")
+    print(f"web process CPU per query, median of {rounds} rounds: {out['web_process_cpu_ms_median_of_rounds']}")
     return out
 
 
@@ -318,7 +343,7 @@ def run_overhead(args: argparse.Namespace) -> dict[str, Any]:
     counted = search(f"count:all timeout:60s {COMMON}")[0]
     results: dict[str, Any] = {"repos": args.repos, "searchers": 1, "mode": "overhead-only"}
     results["common_count_all_lines"] = counted["matchCount"]
-    results.update(overhead_phase(bench, "s1", search, args.rounds))
+    results.update(overhead_phase(bench, "s1", search, args.rounds, web.popen.pid))
     bench.replicas["s1"][1].terminate()
     results["stop"] = bench.cluster.stop()
     results["stop"]["searcher_exit_codes"] = [bench.replicas["s1"][1].wait(60)]
