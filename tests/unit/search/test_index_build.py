@@ -15,11 +15,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyroaring import BitMap
+from tests.gitfixtures import PNG_BYTES, make_bare, make_repo
 
-from codewell.search import _scan
+from codewell.search import _scan, indexer
 from codewell.search.index import builder, native
-from codewell.search.index.builder import SourceDoc, build_shard
+from codewell.search.index.builder import MAX_FILE_SIZE, SourceDoc, build_shard
 from codewell.search.index.shard import Shard
+from codewell.search.indexer import branch_commits
 
 TABLES = ["starts", "line_base", "nl_low", "nl_pages", "doc_page0", "unit_starts", "doc_unit0"]
 TRIGRAM_TABLES = ["tri_keys", "tri_raw", "tri_counts"]
@@ -173,3 +175,27 @@ def test_merge_partition_serializes_what_pyroaring_deserializes(kernels: object)
             assert BitMap.deserialize(stored) == BitMap(lists[t])
             assert len(stored) <= len(BitMap(lists[t]).serialize())  # as small as pyroaring's optimized form
     assert at == len(postings)
+
+
+def test_blobs_read_through_git_cat_file_equal_libgit2s(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Big repositories are read through `git cat-file --batch`: the same documents, in the same order."""
+    files: dict[str, str | bytes] = {f"src/f{i}.c": f"int f{i};\n" * i for i in range(40)}
+    files |= {"logo.png": PNG_BYTES, "huge.txt": "x" * (MAX_FILE_SIZE + 10), "empty.txt": ""}
+    repo = make_repo(tmp_path / "work", files, branches={"dev": {"src/f3.c": "changed\n", "new.c": "new\n"}})
+    mirror = make_bare(tmp_path / "mirror.git", repo)
+    commits = branch_commits(mirror, "main", ("dev",))
+
+    def documents() -> list[tuple[str, bytes | None, int, frozenset[str], str]]:
+        return [(d.path, d.data, d.size, d.branches, d.skipped) for d in indexer.commit_docs(mirror, commits)]
+
+    monkeypatch.setattr(indexer, "CAT_FILE_MIN_BLOBS", 10**9)
+    through_libgit2 = documents()
+    monkeypatch.setattr(indexer, "CAT_FILE_MIN_BLOBS", 0)
+    assert documents() == through_libgit2
+    assert len(through_libgit2) == 45  # 43 on main, the changed f3.c and new.c on dev
+    skipped = {path: reason for path, _, _, _, reason in through_libgit2 if reason}
+    assert skipped == {"logo.png": "binary", "huge.txt": "too large"}
+    # A closed reader stops its git process (the build failed or was cancelled half-way).
+    reader = indexer.commit_docs(mirror, commits)
+    next(reader)
+    reader.close()
