@@ -477,17 +477,21 @@ static PyObject *find_hits(PyObject *Py_UNUSED(self), PyObject *args) {
 }
 
 PyDoc_STRVAR(line_bounds_doc,
-             "line_bounds(content, needle, case_sensitive, runs, budget) -> bytes\n\n"
+             "line_bounds(content, needle, case_sensitive, runs, budget, follow=b'', min_follow=0) -> bytes\n\n"
              "The lines of the int64 [start, end) `runs` buffer that hold the ASCII `needle` (lower case when\n"
              "not case_sensitive), as one int64 array of (line start, line end) pairs in bytes, ascending (the\n"
-             "end excludes the newline). A regex that requires the literal is then matched on these lines only.");
+             "end excludes the newline). With `follow` (a 32-byte bitmap of byte values) only an occurrence\n"
+             "followed by at least `min_follow` bytes of that class counts. A regex that requires the literal\n"
+             "(and the class run) is then matched on these lines only.");
 
 static PyObject *line_bounds(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *content_obj, *runs_obj;
     const char *needle;
-    Py_ssize_t needle_len, budget;
+    const char *follow = "";
+    Py_ssize_t needle_len, budget, follow_len = 0, min_follow = 0;
     int case_sensitive;
-    if (!PyArg_ParseTuple(args, "Oy#pOn", &content_obj, &needle, &needle_len, &case_sensitive, &runs_obj, &budget)) {
+    if (!PyArg_ParseTuple(args, "Oy#pOn|y#n", &content_obj, &needle, &needle_len, &case_sensitive, &runs_obj, &budget,
+                          &follow, &follow_len, &min_follow)) {
         return NULL;
     }
     if (needle_len == 0) {
@@ -501,6 +505,13 @@ static PyObject *line_bounds(PyObject *Py_UNUSED(self), PyObject *args) {
             return NULL;
         }
     }
+    if ((follow_len != 0 && follow_len != 32) || min_follow < 0 || (min_follow > 0 && follow_len == 0)) {
+        PyErr_SetString(PyExc_ValueError, "follow: a 32-byte class bitmap with min_follow >= 0");
+        return NULL;
+    }
+    uint8_t in_class[256];
+    for (int c = 0; c < 256; c++) in_class[c] = follow_len ? (uint8_t)((follow[c >> 3] >> (c & 7)) & 1) : 0;
+    in_class['\n'] = 0; /* a match never spans lines */
     Py_buffer content, runs;
     if (get_buffer(content_obj, &content, 1, "content") < 0) return NULL;
     Py_ssize_t run_count;
@@ -520,6 +531,15 @@ static PyObject *line_bounds(PyObject *Py_UNUSED(self), PyObject *args) {
         while (pos < end) {
             Py_ssize_t at = find_needle(&n, data, pos, end);
             if (at < 0) break;
+            if (min_follow > 0) { /* the class run after the needle: else look on from the next byte */
+                Py_ssize_t k = at + n.length, stop = at + n.length + min_follow;
+                if (stop > end) break; /* no later occurrence in this run has room either */
+                while (k < stop && in_class[data[k]]) k++;
+                if (k < stop) {
+                    pos = at + 1;
+                    continue;
+                }
+            }
             /* The line starts after the last newline before the match, and not before the run. */
             Py_ssize_t start = at;
             while (start > run_start && data[start - 1] != '\n') start--;

@@ -21,5 +21,14 @@ def find_hits(
     page_shift: int,
     /,
 ) -> tuple[bytes, bytes, bytes]: ...
-def line_bounds(content: Any, needle: bytes, case_sensitive: bool, runs: Any, budget: int, /) -> bytes: ...
+def line_bounds(
+    content: Any,
+    needle: bytes,
+    case_sensitive: bool,
+    runs: Any,
+    budget: int,
+    follow: bytes = ...,
+    min_follow: int = ...,
+    /,
+) -> bytes: ...
 def posting_keep(postings: Any, start: int, end: int, raw: bool, units: list[int], /) -> list[int]: ...

@@ -18,6 +18,7 @@ from codewell.search import native, parallel
 from codewell.search.index.builder import SourceDoc, build_shard
 from codewell.search.index.shard import Shard
 from codewell.search.query.parser import And, Pattern, Query
+from codewell.search.query.regex import literal_then_class
 from codewell.search.searcher import ShardHit, ShardResult, search_shard
 from codewell.search.verify import group_hits
 
@@ -150,3 +151,77 @@ def test_a_regex_whose_required_literal_spans_lines_matches_no_line(tmp_path: Pa
     q = Query(expr=Pattern(r"[a-z]+o barbaz", r"[a-z]+o barbaz", True, 0), case_sensitive=True)
     found = search_shard(shard, q, branch="main", limit=None, deadline=time.monotonic() + 30)
     assert [(h.doc, h.lines) for h in found.hits] == [(0, [2])]
+
+
+def _class_bitmap(members: bytes) -> bytes:
+    bitmap = bytearray(32)
+    for c in members:
+        bitmap[c >> 3] |= 1 << (c & 7)
+    return bytes(bitmap)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.binary(max_size=200).map(lambda b: bytes(b"ab01x\n _"[x % 8] for x in b)),
+    st.sampled_from([b"ab", b"a", b"x0"]),
+    st.sampled_from([b"01", b"01ab", b"_"]),
+    st.integers(min_value=0, max_value=4),
+)
+def test_line_bounds_with_a_class_run_keeps_the_lines_where_the_literal_is_followed_by_it(
+    data: bytes, literal: bytes, members: bytes, least: int
+) -> None:
+    follow = _class_bitmap(members + b"\n")  # a newline in the class is never part of a run: lines stay lines
+    runs = np.asarray([[0, len(data)]], dtype=np.int64)
+    got = np.frombuffer(_scan.line_bounds(data, literal, True, runs, -1, follow, least), np.int64).tolist()
+    run = re.compile(re.escape(literal) + b"[" + re.escape(members) + b"]{%d}" % least)
+    want: list[int] = []
+    pos = 0
+    while pos < len(data):
+        end = data.find(b"\n", pos)
+        end = len(data) if end < 0 else end
+        if run.search(data, pos, end):
+            want += [pos, end]
+        pos = end + 1
+    assert got == want
+    with pytest.raises(ValueError, match="follow"):
+        _scan.line_bounds(data, literal, True, runs, -1, b"\x00", 1)
+
+
+# Pieces of lines that make matches, near misses (a run one short, cut by a newline) and other case likely.
+TOKENS = ["ab", "AB", "0x", "0X", "_a", "x_", "00", "3", "c", "b", "_", " ", "\n", "(", "0", "abc", "Ab0"]
+# Each starts with a literal and a class run long enough for the native shortcut (`literal_then_class`).
+CLASS_REGEXES = [
+    r"\bab[0-9]{4,}\b",
+    r"ab[0-9a-c]{4,}",
+    r"_a\w{4}",
+    r"x_[^ _]{4,}?b",
+    r"AB[a-c]{4,}x",
+    r"\b0x[0-9a-fA-F]{4,}\b",
+    r"ab[b_]{4}",
+]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.lists(st.sampled_from(TOKENS), max_size=40).map("".join), min_size=1, max_size=5),
+    st.sampled_from(CLASS_REGEXES),
+    st.booleans(),
+)
+def test_regexes_found_by_their_literal_and_class_run_equal_a_line_by_line_match(
+    docs: list[str], value: str, case_sensitive: bool
+) -> None:
+    assert literal_then_class(value, case_sensitive) is not None
+    with tempfile.TemporaryDirectory() as tmp:
+        shard = _shard(tmp, docs, 16)
+        q = Query(expr=Pattern(value, value, True, 0), case_sensitive=case_sensitive)
+        found = search_shard(shard, q, branch="main", limit=None, deadline=time.monotonic() + 30)
+        got = {(h.doc, line - int(shard.line_base[h.doc]) + 1) for h in found.hits for line in h.lines}
+    flags = re.ASCII | (0 if case_sensitive else re.IGNORECASE)
+    regex = re.compile(value.encode(), flags)
+    want = {
+        (doc, number)
+        for doc, text in enumerate(docs)
+        for number, line in enumerate(text.encode().split(b"\n"), start=1)
+        if regex.search(line)
+    }
+    assert got == want

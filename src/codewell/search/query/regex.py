@@ -19,7 +19,17 @@ import re2
 
 from codewell.core.errors import InvalidInput
 
-__all__ = ["TRUE", "Formula", "Lit", "LitAnd", "LitOr", "compile_regex", "prefilter_literal", "required_literals"]
+__all__ = [
+    "TRUE",
+    "Formula",
+    "Lit",
+    "LitAnd",
+    "LitOr",
+    "compile_regex",
+    "literal_then_class",
+    "prefilter_literal",
+    "required_literals",
+]
 
 # RE2 program memory cap: big enough for real code searches, small enough that 10k alternations or deep
 # nesting fail fast with a clear error instead of eating a worker's memory (#4).
@@ -281,6 +291,86 @@ def required_literals(pattern: str) -> Formula:
         return _Analyzer().seq_required(list(tree))
     except Exception:  # e.g. code points above 255 from escapes RE2 reads differently: no index help
         return TRUE
+
+
+# Class members `literal_then_class` understands: RE2's ASCII digit and word classes.
+_CATEGORY_BYTES = {
+    sre_constants.CATEGORY_DIGIT: b"0123456789",
+    sre_constants.CATEGORY_WORD: b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz",
+}
+# The literal and the class run it requires must be at least this long together to be worth a native scan.
+_MIN_LEAD = 6
+
+
+@lru_cache(maxsize=256)
+def literal_then_class(pattern: str, case_sensitive: bool) -> tuple[bytes, bytes, int] | None:
+    """(literal, class bitmap, n) when every match of `pattern` starts with the ASCII literal followed by at
+    least n bytes of the class (32 bytes, bit c set for byte c), as `\b0x[0-9a-fA-F]{12,}\b` does; else None.
+
+    A regex without a required literal of its own (`prefilter_literal`) may still start this way: the native
+    kernel (`line_bounds` with a class) then finds the few lines where the literal is followed by such a run
+    instead of RE2 stepping through every candidate unit. Necessary, not sufficient: RE2 matches each line
+    found. Caseless, the literal is lower case and the class holds both cases of its letters (RE2's Latin-1
+    folding of other letters does not arise: literal and class are ASCII). Anything this does not understand
+    (groups, flags, alternation, POSIX classes) gives None.
+    """
+    if "(?" in pattern or "[:" in pattern or "\\Q" in pattern or "\\p" in pattern or "\\P" in pattern:
+        return None
+    if "\\C" in pattern or not pattern.isascii():
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            items = list(sre_parse.parse(pattern.encode("ascii")))
+    except Exception:  # RE2 syntax Python reads otherwise or not at all: no shortcut
+        return None
+    while items and items[0][0] is sre_constants.AT:  # `^` and `\b` only narrow where a match may start
+        items.pop(0)
+    literal = bytearray()
+    while items and items[0][0] is sre_constants.LITERAL and items[0][1] < 0x80 and items[0][1] != 0x0A:
+        literal.append(items.pop(0)[1])
+    if len(literal) < 2 or not items or items[0][0] not in (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT):
+        return None
+    least, _most, body = items[0][1]
+    members = _class_members(list(body))
+    if members is None or least < 1 or len(literal) + least < _MIN_LEAD:
+        return None
+    if not case_sensitive:
+        literal = bytearray(bytes(literal).lower())
+        members |= {ord(chr(c).swapcase()) for c in members if c < 0x80 and chr(c).isalpha()}
+    bitmap = bytearray(32)
+    for c in members:
+        bitmap[c >> 3] |= 1 << (c & 7)
+    return bytes(literal), bytes(bitmap), least
+
+
+def _class_members(body: list[Any]) -> set[int] | None:
+    """The ASCII bytes one item of a parsed regex matches: a literal or a class of literals, ranges and
+    the digit and word categories (negated or not); None for anything else."""
+    if len(body) != 1:
+        return None
+    op, arg = body[0]
+    if op is sre_constants.LITERAL:
+        return {arg} if arg < 0x80 else None
+    if op is not sre_constants.IN:
+        return None
+    members: set[int] = set()
+    negate = False
+    for kind, value in arg:
+        if kind is sre_constants.NEGATE:
+            negate = True
+        elif kind is sre_constants.LITERAL and value < 0x80:
+            members.add(value)
+        elif kind is sre_constants.RANGE and value[1] < 0x80:
+            members.update(range(value[0], value[1] + 1))
+        elif kind is sre_constants.CATEGORY and value in _CATEGORY_BYTES:
+            members.update(_CATEGORY_BYTES[value])
+        else:
+            return None
+    if negate:
+        # A negated class also matches every non-ASCII byte: kept, so the class stays a superset.
+        members = set(range(256)) - members
+    return members
 
 
 def prefilter_literal(value: str, *, regex: bool) -> bytes | None:
