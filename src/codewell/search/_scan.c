@@ -564,6 +564,47 @@ static PyObject *line_bounds(PyObject *Py_UNUSED(self), PyObject *args) {
     return result;
 }
 
+PyDoc_STRVAR(line_texts_doc,
+             "line_texts(content, offsets) -> list[str]\n\n"
+             "The text of the line holding each offset in the list `offsets` (from the byte after the previous\n"
+             "newline to the next newline or the end, without it), decoded as UTF-8 with errors replaced:\n"
+             "what `content[rfind(b'\\n', 0, at) + 1 : find(b'\\n', at)].decode('utf-8', 'replace')` gives, with\n"
+             "the line end at the content's end when no newline follows.");
+
+static PyObject *line_texts(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *content_obj, *offsets;
+    if (!PyArg_ParseTuple(args, "OO!", &content_obj, &PyList_Type, &offsets)) return NULL;
+    Py_buffer content;
+    if (get_buffer(content_obj, &content, 1, "content") < 0) return NULL;
+    const char *data = content.buf;
+    Py_ssize_t count = PyList_GET_SIZE(offsets);
+    PyObject *result = PyList_New(count);
+    for (Py_ssize_t i = 0; result != NULL && i < count; i++) {
+        long long at = PyLong_AsLongLong(PyList_GET_ITEM(offsets, i));
+        if (at == -1 && PyErr_Occurred()) {
+            Py_CLEAR(result);
+            break;
+        }
+        if (at < 0 || at > content.len) {
+            PyErr_Format(PyExc_ValueError, "offsets: %lld is outside the content", at);
+            Py_CLEAR(result);
+            break;
+        }
+        Py_ssize_t start = (Py_ssize_t)at, end;
+        while (start > 0 && data[start - 1] != '\n') start--;
+        const char *newline = memchr(data + at, '\n', (size_t)(content.len - at));
+        end = newline == NULL ? content.len : (Py_ssize_t)(newline - data);
+        PyObject *text = PyUnicode_DecodeUTF8(data + start, end - start, "replace");
+        if (text == NULL) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyList_SET_ITEM(result, i, text);
+    }
+    PyBuffer_Release(&content);
+    return result;
+}
+
 /* Portable roaring format (github.com/RoaringBitmap/RoaringFormatSpec), read in place. */
 enum { SERIAL_COOKIE_NO_RUNCONTAINER = 12346, SERIAL_COOKIE = 12347, NO_OFFSET_THRESHOLD = 4 };
 
@@ -718,6 +759,7 @@ static PyMethodDef methods[] = {
     {"posting_keep", posting_keep, METH_VARARGS, posting_keep_doc},
     {"find_hits", find_hits, METH_VARARGS, find_hits_doc},
     {"line_bounds", line_bounds, METH_VARARGS, line_bounds_doc},
+    {"line_texts", line_texts, METH_VARARGS, line_texts_doc},
     {NULL, NULL, 0, NULL},
 };
 

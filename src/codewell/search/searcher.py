@@ -18,6 +18,7 @@ import numpy as np
 import re2
 from pyroaring import BitMap
 
+from codewell.search import native
 from codewell.search.index.bitmaps import bitmap_of
 from codewell.search.index.shard import DocSet, Shard
 from codewell.search.query.parser import Pattern, Query
@@ -409,6 +410,11 @@ class _ShardLines:
 
     def texts(self) -> list[str]:
         # Not kept: ranking reads them once, and an answer of many files would hold them all until dropped.
+        kernels = native.kernels()
+        if kernels is not None:
+            # Ranking reads every line of a count:all: ~0.15 us a line natively, ~0.7 us in the loop below.
+            found: list[str] = kernels.line_texts(self.content, self.firsts)
+            return found
         content = self.content
         rfind, find = content.rfind, content.find
         return [content[rfind(b"\n", 0, at) + 1 : find(b"\n", at)].decode("utf-8", "replace") for at in self.firsts]

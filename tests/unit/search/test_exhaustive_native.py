@@ -225,3 +225,14 @@ def test_regexes_found_by_their_literal_and_class_run_equal_a_line_by_line_match
         if regex.search(line)
     }
     assert got == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=120).map(lambda b: bytes(b"ab\n\xc3\xa9\xff "[x % 7] for x in b)), st.data())
+def test_line_texts_equal_the_decoded_slices(data: bytes, draw: st.DataObject) -> None:
+    data += b"\n"  # units end with a newline: every offset's line has one
+    offsets = draw.draw(st.lists(st.integers(min_value=0, max_value=len(data) - 1), max_size=8))
+    want = [data[data.rfind(b"\n", 0, at) + 1 : data.find(b"\n", at)].decode("utf-8", "replace") for at in offsets]
+    assert _scan.line_texts(data, offsets) == want
+    with pytest.raises(ValueError, match="outside the content"):
+        _scan.line_texts(data, [len(data) + 1])
