@@ -300,6 +300,7 @@ typedef struct {
     Py_ssize_t *line_at; /* the current file's line starts */
     Py_ssize_t line_cap;
     int busy; /* in add_file: word_token calling back into the counter would invalidate its table slots */
+    int sealed; /* seal() freed what counting needs: nothing can be added any more */
 } TermCounter;
 
 /* The term id of token s[0:n], numbered when new. */
@@ -873,6 +874,10 @@ static int begin_adding(TermCounter *self, const char *name, PyObject *data_obj,
         PyErr_Format(PyExc_RuntimeError, "%s called from word_token: the counter is busy", name);
         return -1;
     }
+    if (self->sealed) {
+        PyErr_Format(PyExc_RuntimeError, "%s called after seal(): the counter takes no more documents", name);
+        return -1;
+    }
     if (PyObject_GetBuffer(data_obj, data, PyBUF_SIMPLE) < 0) return -1;
     self->busy = 1;
     return 0;
@@ -1302,6 +1307,28 @@ static PyObject *tokens(TermCounter *self, PyObject *Py_UNUSED(ignored)) {
     return list;
 }
 
+PyDoc_STRVAR(seal_doc,
+             "seal() -> None\n\n"
+             "Free what only counting needs: the identifier and word tables (on the Linux tree most of the counter's\n"
+             "memory besides the pairs), so that bm25()'s output arrays do not come on top of them. The terms, the\n"
+             "documents and their pairs stay; adding a document afterwards raises RuntimeError.");
+
+static PyObject *seal(TermCounter *self, PyObject *Py_UNUSED(ignored)) {
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "seal called from word_token: the counter is busy");
+        return NULL;
+    }
+    ids_free(&self->idents);
+    table_free(&self->words);
+    PyMem_Free(self->hot);
+    PyMem_Free(self->exp);
+    self->hot = NULL;
+    self->exp = NULL;
+    self->exp_n = self->exp_cap = 0;
+    self->sealed = 1;
+    Py_RETURN_NONE;
+}
+
 static int TermCounter_init(TermCounter *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"word_token", NULL};
     PyObject *word_token;
@@ -1347,6 +1374,7 @@ static PyMethodDef counter_methods[] = {
     {"lengths", (PyCFunction)lengths, METH_VARARGS, lengths_doc},
     {"frequencies", (PyCFunction)frequencies, METH_VARARGS, frequencies_doc},
     {"bm25", (PyCFunction)bm25, METH_VARARGS, bm25_doc},
+    {"seal", (PyCFunction)seal, METH_NOARGS, seal_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -119,6 +119,12 @@ class NativeCorpus:
         # counter: a dict of a few million terms cost more than the matrix.
         vocab, ids = self._counter.vocab_json([self._empty_token, ""] if empty.any() else [""])
         n_vocab = self._counter.sizes()[3] - (1 if ids[-1] >= known else 0)
+        # The build's memory peaks below (the pairs and the score matrix at once): the identifier tables and the
+        # vocabulary's JSON (hundreds of MB on the Linux tree) are let go of first.
+        self._counter.seal()
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "vocab.index.json").write_bytes(vocab)
+        del vocab
         empty_term = ids[0] if empty.any() else -1
         doc_len[empty] = 1
         model = bm25s.BM25()
@@ -138,12 +144,10 @@ class NativeCorpus:
         indices = np.empty(n_scores, dtype=np.int32)
         data = np.empty(n_scores, dtype=model.dtype)
         self._counter.bm25(empty_term, norm, idf, indptr, indices, data)
-        # What bm25s.BM25.save writes (no corpus, no non-occurrence array: method "lucene").
-        folder.mkdir(parents=True, exist_ok=True)
+        # What bm25s.BM25.save writes (no corpus, no non-occurrence array: method "lucene"; the vocabulary above).
         np.save(folder / "data.csc.index.npy", data)
         np.save(folder / "indices.csc.index.npy", indices)
         np.save(folder / "indptr.csc.index.npy", indptr)
-        (folder / "vocab.index.json").write_bytes(vocab)
         params = {
             "k1": model.k1,
             "b": model.b,

@@ -357,3 +357,23 @@ def test_bad_input_is_refused_with_a_specific_error() -> None:
     assert out[0].tolist() == [0, 1, 3]
     assert out[1].tolist() == [0, 0, 1]
     assert matrix.sizes()[:2] == (0, 0)  # moved out
+
+
+def test_sealed_counter_keeps_its_documents_and_takes_no_more() -> None:
+    # seal() frees the identifier and word tables before the score matrix is built; what bm25 needs stays.
+    data = b"int tidy_up(struct slab *s)\n{\n\treturn slab_free(s);\n}\n"
+    counter = _tokenize.TermCounter(_word_token)
+    counter.add_source(data, [(1, 4, "tidy_up")], b"mm/slab.c", 0, 0, *WEIGHTS)
+    docs, pairs, _, terms_before = counter.sizes()
+    vocab, _ = counter.vocab_json([""])
+    counter.seal()
+    assert counter.sizes()[:2] == (docs, pairs)
+    assert counter.sizes()[3] == terms_before + 1  # the "" token vocab_json added
+    assert "tidy_up" in json.loads(vocab)
+    with pytest.raises(RuntimeError, match="after seal"):
+        counter.add_source(data, [], b"mm/other.c", 1, 1, *WEIGHTS)
+    with pytest.raises(RuntimeError, match="after seal"):
+        counter.add_file(data, [(0, len(data))], b"mm/other.c", [b""], *WEIGHTS)
+    df = np.empty(counter.sizes()[3], dtype=np.int64)
+    counter.frequencies(df, -1)
+    assert int(df.sum()) == pairs
