@@ -301,6 +301,7 @@ typedef struct {
     Py_ssize_t line_cap;
     int busy; /* in add_file: word_token calling back into the counter would invalidate its table slots */
     int sealed; /* seal() freed what counting needs: nothing can be added any more */
+    Py_ssize_t sealed_terms; /* the number of terms when sealed (their table is freed) */
 } TermCounter;
 
 /* The term id of token s[0:n], numbered when new. */
@@ -1019,7 +1020,8 @@ done:
 PyDoc_STRVAR(sizes_doc, "sizes() -> (documents, pairs, identifiers, terms)");
 
 static PyObject *sizes(TermCounter *self, PyObject *Py_UNUSED(ignored)) {
-    return Py_BuildValue("nnnn", self->docs, self->pairs, self->idents.n, self->tokens.n);
+    return Py_BuildValue("nnnn", self->docs, self->pairs, self->idents.n,
+                         self->sealed ? self->sealed_terms : self->tokens.n);
 }
 
 static int writable(PyObject *obj, Py_buffer *view, Py_ssize_t items, Py_ssize_t itemsize, const char *name) {
@@ -1226,8 +1228,15 @@ static int decimal(Py_ssize_t v, char *out) {
     return n;
 }
 
+static int check_unsealed(const TermCounter *self, const char *name) {
+    if (!self->sealed) return 0;
+    PyErr_Format(PyExc_RuntimeError, "%s called after seal(): the terms are freed", name);
+    return -1;
+}
+
 static PyObject *vocab_json(TermCounter *self, PyObject *args) {
     PyObject *extra;
+    if (check_unsealed(self, "vocab_json") < 0) return NULL;
     if (!PyArg_ParseTuple(args, "O", &extra)) return NULL;
     PyObject *seq = PySequence_Fast(extra, "extra must be a sequence of str"), *ids = NULL, *out = NULL;
     if (seq == NULL) return NULL;
@@ -1293,6 +1302,7 @@ done:
 PyDoc_STRVAR(tokens_doc, "tokens() -> list[str]: every term, by id");
 
 static PyObject *tokens(TermCounter *self, PyObject *Py_UNUSED(ignored)) {
+    if (check_unsealed(self, "tokens") < 0) return NULL;
     const Table *t = &self->tokens;
     PyObject *list = PyList_New(t->n);
     if (list == NULL) return NULL;
@@ -1309,17 +1319,20 @@ static PyObject *tokens(TermCounter *self, PyObject *Py_UNUSED(ignored)) {
 
 PyDoc_STRVAR(seal_doc,
              "seal() -> None\n\n"
-             "Free what only counting needs: the identifier and word tables (on the Linux tree most of the counter's\n"
-             "memory besides the pairs), so that bm25()'s output arrays do not come on top of them. The terms, the\n"
-             "documents and their pairs stay; adding a document afterwards raises RuntimeError.");
+             "Free what only counting and the vocabulary need: the identifier, word and term tables (on the Linux\n"
+             "tree most of the counter's memory besides the pairs), so that bm25()'s output arrays do not come on\n"
+             "top of them; call it after vocab_json(). The documents and their pairs stay (sizes() still counts the\n"
+             "terms); adding a document, tokens() and vocab_json() raise RuntimeError afterwards.");
 
 static PyObject *seal(TermCounter *self, PyObject *Py_UNUSED(ignored)) {
     if (self->busy) {
         PyErr_SetString(PyExc_RuntimeError, "seal called from word_token: the counter is busy");
         return NULL;
     }
+    self->sealed_terms = self->tokens.n;
     ids_free(&self->idents);
     table_free(&self->words);
+    table_free(&self->tokens);
     PyMem_Free(self->hot);
     PyMem_Free(self->exp);
     self->hot = NULL;

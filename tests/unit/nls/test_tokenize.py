@@ -360,7 +360,7 @@ def test_bad_input_is_refused_with_a_specific_error() -> None:
 
 
 def test_sealed_counter_keeps_its_documents_and_takes_no_more() -> None:
-    # seal() frees the identifier and word tables before the score matrix is built; what bm25 needs stays.
+    # seal() frees the identifier, word and term tables before the score matrix is built; what bm25 needs stays.
     data = b"int tidy_up(struct slab *s)\n{\n\treturn slab_free(s);\n}\n"
     counter = _tokenize.TermCounter(_word_token)
     counter.add_source(data, [(1, 4, "tidy_up")], b"mm/slab.c", 0, 0, *WEIGHTS)
@@ -374,6 +374,10 @@ def test_sealed_counter_keeps_its_documents_and_takes_no_more() -> None:
         counter.add_source(data, [], b"mm/other.c", 1, 1, *WEIGHTS)
     with pytest.raises(RuntimeError, match="after seal"):
         counter.add_file(data, [(0, len(data))], b"mm/other.c", [b""], *WEIGHTS)
+    with pytest.raises(RuntimeError, match="after seal"):
+        counter.vocab_json([""])
+    with pytest.raises(RuntimeError, match="after seal"):
+        counter.tokens()
     df = np.empty(counter.sizes()[3], dtype=np.int64)
     counter.frequencies(df, -1)
     assert int(df.sum()) == pairs
