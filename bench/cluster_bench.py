@@ -50,6 +50,7 @@ import psycopg
 from psycopg import sql
 
 import corpus
+from codewell.core.processes import terminate_with_parent
 from scale_bench import (
     COMMON,
     RARE,
@@ -106,6 +107,7 @@ class Bench:
             env={**self.env, "CODEWELL_DATA_DIR": str(self.root / name)},
             stdout=log,
             stderr=subprocess.STDOUT,
+            preexec_fn=terminate_with_parent,  # noqa: PLW1509 (prctl only, see its docstring)
         )  # fmt: skip
         self.replicas[name] = (port, popen)
         deadline = time.monotonic() + 120

@@ -39,6 +39,7 @@ from codewell.auth.service import ClientInfo
 from codewell.codehosts.service import CodeHostService
 from codewell.config.schema import SiteConfig
 from codewell.core.actors import INTERNAL, Actor
+from codewell.core.processes import terminate_with_parent
 from codewell.core.settings import Settings
 from codewell.repos.service import RepoService
 from codewell.runtime import Runtime
@@ -153,6 +154,7 @@ def main() -> None:
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
+        preexec_fn=terminate_with_parent,  # noqa: PLW1509 (prctl only, see its docstring)
     )
     assert child.stdout is not None
     url = child.stdout.readline().strip()

@@ -38,6 +38,7 @@ from codewell.accounts.service import AccountService
 from codewell.accounts.tokens import TokenService
 from codewell.capabilities import CAPABILITIES
 from codewell.core.actors import INTERNAL
+from codewell.core.processes import terminate_with_parent
 from codewell.core.settings import Settings
 from codewell.core.tools import Endpoint
 from codewell.mcp.registry import ToolRegistry
@@ -337,6 +338,7 @@ def main() -> None:
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
+            preexec_fn=terminate_with_parent,  # noqa: PLW1509 (prctl only, see its docstring)
         )
         url = f"http://127.0.0.1:{port}/.api/mcp"
         try:

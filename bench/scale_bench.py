@@ -52,6 +52,7 @@ from psycopg import sql
 import corpus
 from codewell.config import SiteConfig
 from codewell.config.store import SiteConfigStore
+from codewell.core.processes import terminate_with_parent
 
 RESULTS = Path(__file__).parent / ".results"
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
@@ -233,7 +234,11 @@ class Cluster:
         log = logs / f"{role}{len(self.servers)}.log"
         with log.open("wb") as out:
             popen = subprocess.Popen(
-                [sys.executable, "-m", "codewell", *args], env=self.env, stdout=out, stderr=subprocess.STDOUT
+                [sys.executable, "-m", "codewell", *args],
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                preexec_fn=terminate_with_parent,  # noqa: PLW1509 (prctl only, see its docstring)
             )
         server = Server(role, popen, log, port)
         self.servers.append(server)

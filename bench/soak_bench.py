@@ -61,6 +61,7 @@ from benchkit import open_runtime
 from codewell.accounts.service import AccountService
 from codewell.accounts.tokens import TokenService
 from codewell.core.actors import INTERNAL
+from codewell.core.processes import terminate_with_parent
 from codewell.repos.service import RepoService
 from mcp_bench import RawClient, free_port
 
@@ -455,6 +456,7 @@ class Server:
             env=env,
             stdout=self.log,
             stderr=subprocess.STDOUT,
+            preexec_fn=terminate_with_parent,  # noqa: PLW1509 (prctl only, see its docstring)
         )
         self.http = httpx2.Client(base_url=self.base, headers={"authorization": f"token {token}"}, timeout=120)
 

@@ -84,6 +84,13 @@ def set_parent_death_signal(signum: int) -> bool:
     return _PRCTL(PR_SET_PDEATHSIG, signum) == 0
 
 
+def terminate_with_parent() -> None:
+    """`preexec_fn` of a server started by a script (the benches): SIGTERM when the thread that started it ends,
+    so that a script stopped by a signal, which runs none of its clean-up, leaves no server behind. Only for
+    children started from a thread that lives as long as they should (the main thread)."""
+    set_parent_death_signal(signal.SIGTERM)
+
+
 def end_with_parent(parent_pid: int) -> None:
     """In a child process: exit at once whenever the process `parent_pid` is gone (the pool initializer).
 
