@@ -323,11 +323,17 @@ def tail(path: Path, lines: int = 20) -> str:
 def admin_token(server: Server) -> str:
     """The admin token printed at first start: by this server, or by whichever process of the cluster started on
     the same new database at the same moment and made the admin first (a worker may win that race)."""
-    logs = [server.log, *sorted(p for p in server.log.parent.glob("*.log") if p != server.log)]
-    found = next((m for log in logs if (m := re.search(r"access token: (\S+)", log.read_text(errors="replace")))), None)
-    if not found:
-        sys.exit(f"no access token in {server.log} (the data dir must be fresh):\n{tail(server.log)}")
-    return found.group(1)
+    # The first-start block may reach the log a moment after /healthz first answers: read it for a while.
+    deadline = time.monotonic() + 30
+    while True:
+        logs = [server.log, *sorted(p for p in server.log.parent.glob("*.log") if p != server.log)]
+        pattern = r"access token: (\S+)"
+        found = next((m for log in logs if (m := re.search(pattern, log.read_text(errors="replace")))), None)
+        if found:
+            return found.group(1)
+        if time.monotonic() > deadline:
+            sys.exit(f"no access token in {server.log} (the data dir must be fresh):\n{tail(server.log)}")
+        time.sleep(0.2)
 
 
 def check_flags(env: dict[str, str]) -> None:
