@@ -20,7 +20,8 @@ ensure_venv() {
     "$python" -m venv .venv
   fi
   local stamp=".venv/.installed${extras:+-$extras}"
-  # Reinstall when the dependencies or a native module's sources change (pip builds the .c files setup.py lists).
+  # Reinstall when the dependencies or a native module's sources change (the install builds the .c files setup.py
+  # lists).
   local native_changed=""
   for source in src/codewell/*/*.c; do
     if [ "$source" -nt "$stamp" ]; then native_changed=1; fi
