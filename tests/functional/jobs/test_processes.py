@@ -288,7 +288,12 @@ def _kill_a_worker_mid_sync(runtime: Runtime, deployment: Deployment, source: Pa
     def running_sync() -> Job | None:
         return next((j for j in _jobs(runtime, resource) if j.kind == "repos.sync" and j.state == "running"), None)
 
-    _wait(lambda: running_sync() is not None, "the slow sync to start", deployment)
+    def cloning() -> bool:
+        return runtime.get(RepoService).get(INTERNAL, "local/slow-three").sync_state == "cloning"
+
+    # Leased is not yet started: the worker marks the repository cloning a moment after it takes the job (at load
+    # that moment was long enough for the kill to land before it), so the kill waits for the clone itself.
+    _wait(lambda: running_sync() is not None and cloning(), "the slow clone to start", deployment)
     job = running_sync()
     assert job is not None
     assert job.lease_owner is not None
