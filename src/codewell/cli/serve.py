@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -54,6 +55,16 @@ REQUESTS_GRACE_SECONDS = 10
     type=click.IntRange(0, 64),
     help="`codewell worker` child processes running the index builds beside this one [default: one per core].",
 )
+@click.option(
+    "--web-processes",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Processes answering HTTP on the one port (SO_REUSEPORT): this one (migrations, jobs) and N-1 web "
+    "replicas that end with it. One process runs Python on one core at a time: 2 on 2 cores nearly doubles MCP "
+    'calls/s (docs/deployment.md, "Web processes").',
+)
+@click.option("--web-process-of", type=int, hidden=True, help="Internal: serve as a web replica of this pid.")
 @click.pass_context
 @handle_errors
 def serve(
@@ -66,6 +77,8 @@ def serve(
     jobs: bool,
     job_threads: int | None,
     job_processes: int | None,
+    web_processes: int,
+    web_process_of: int | None,
 ) -> None:
     """Initialise the data dir and database if needed, then serve HTTP (and run background jobs)."""
     # The web app and the first-run steps: imported when the command runs, not by `codewell serve --help`.
@@ -75,6 +88,9 @@ def serve(
 
     settings = settings_from_context(ctx, host=host, port=port, log_format=log_format)
     configure_logging(settings.log_format, settings.log_level)
+    if web_process_of is not None:
+        _serve_replica(ctx, web_process_of, settings.host, settings.port, host=host, port=port, log_format=log_format)
+        return
     limit_malloc_arenas()  # before any thread: a long-lived server (core/memory.py)
     runtime = open_runtime(ctx, migrate=migrate, host=host, port=port, log_format=log_format)
     runtime.run_jobs = jobs
@@ -84,16 +100,90 @@ def serve(
         runtime.job_processes = job_processes
     block = startup_block(runtime, run_bootstrap(runtime, demo), str(settings.data_dir))
     app = create_app(runtime)
+    if web_processes == 1:
+        try:
+            # The block comes once the server listens: after the start-up log lines, not lost among them.
+            _serve_http(app, settings.host, settings.port, on_started=lambda: click.echo(block))
+        finally:
+            _shut_down(runtime)
+        return
+    _serve_with_replicas(runtime, app, web_processes - 1, on_started=lambda: click.echo(block))
+
+
+def _serve_with_replicas(runtime: Runtime, app: Starlette, count: int, on_started: Callable[[], None]) -> None:
+    """Serve HTTP here beside `count` web replica processes on the same port (cli/web_processes.py); exit with
+    the first failure among them."""
+    from codewell.cli.web_processes import WebReplicas, bind_shared  # noqa: PLC0415 - lazy command
+
+    settings = runtime.settings
     try:
-        # The block comes once the server listens: after the start-up log lines, not lost among them.
-        _serve_http(app, settings.host, settings.port, on_started=lambda: click.echo(block))
+        sock = bind_shared(settings.host, settings.port)
+    except OSError as exc:
+        _shut_down(runtime)
+        raise click.ClickException(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}") from exc
+    port = int(sock.getsockname()[1])
+    replicas = WebReplicas(
+        count,
+        settings.host,
+        port,
+        settings.log_format,
+        {"CODEWELL_DATA_DIR": str(settings.data_dir), "CODEWELL_DATABASE_URL": settings.database_url},
+    )
+    status = 0
+    try:
+        _serve_http(
+            app,
+            settings.host,
+            port,
+            on_started=on_started,
+            sockets=[sock],
+            on_signal=replicas.terminate,
+            before_run=lambda stop: replicas.start(on_failure=stop),
+        )
     finally:
+        status = replicas.stop()
+        sock.close()
+        _shut_down(runtime)
+    if status:
+        raise SystemExit(status)
+
+
+def _serve_replica(
+    ctx: click.Context, parent_pid: int, bind_host: str, bind_port: int, **overrides: str | int | None
+) -> None:
+    """A web replica started by `--web-processes`: no migrations, first-run steps nor jobs; its own socket on
+    the first process's port; ends with that process."""
+    from codewell.app import create_app  # noqa: PLC0415 - lazy command (docs/architecture.md)
+    from codewell.cli.web_processes import bind_shared, watch_parent  # noqa: PLC0415 - lazy command
+    from codewell.core.memory import limit_malloc_arenas  # noqa: PLC0415 - lazy command
+
+    watch_parent(parent_pid)
+    limit_malloc_arenas()
+    runtime = open_runtime(ctx, migrate=False, **overrides)
+    runtime.run_jobs = False
+    app = create_app(runtime)
+    sock = bind_shared(bind_host, bind_port)
+    try:
+        _serve_http(app, bind_host, bind_port, sockets=[sock])
+    finally:
+        sock.close()
         _shut_down(runtime)
 
 
-def _serve_http(app: Starlette, host: str, port: int, on_started: Callable[[], None] = lambda: None) -> None:
+def _serve_http(
+    app: Starlette,
+    host: str,
+    port: int,
+    on_started: Callable[[], None] = lambda: None,
+    *,
+    sockets: list[socket.socket] | None = None,
+    on_signal: Callable[[], None] = lambda: None,
+    before_run: Callable[[Callable[[], None]], None] = lambda _stop: None,
+) -> None:
     """Serve until SIGTERM or SIGINT; uvicorn then stops gracefully (open requests, then the app's lifespan:
-    background loops and job runners). `on_started` runs once the socket listens."""
+    background loops and job runners). `on_started` runs once the socket listens; `sockets`, when given, are
+    listened on instead of binding (host, port); `on_signal` runs in the signal handler (the replicas start
+    draining at once); `before_run` gets a function that stops the server."""
 
     def noted(_signum: int, _frame: FrameType | None) -> None:
         """The signal uvicorn raises again after its graceful stop: already handled."""
@@ -106,7 +196,13 @@ def _serve_http(app: Starlette, host: str, port: int, on_started: Callable[[], N
 
     in_main_thread = threading.current_thread() is threading.main_thread()  # signals are the main thread's
     previous = {sig: signal.signal(sig, noted) for sig in (signal.SIGTERM, signal.SIGINT)} if in_main_thread else {}
-    server = uvicorn.Server(
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            on_signal()
+            super().handle_exit(sig, frame)
+
+    server = Server(
         uvicorn.Config(app, host=host, port=port, log_config=None, timeout_graceful_shutdown=REQUESTS_GRACE_SECONDS)
     )
     done = threading.Event()
@@ -120,7 +216,8 @@ def _serve_http(app: Starlette, host: str, port: int, on_started: Callable[[], N
     announcer = threading.Thread(target=announce, name="serve-announce", daemon=True)
     announcer.start()
     try:
-        server.run()
+        before_run(lambda: setattr(server, "should_exit", True))
+        server.run(sockets)
     finally:
         done.set()
         announcer.join(5)
