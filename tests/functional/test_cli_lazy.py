@@ -112,3 +112,15 @@ def test_the_cli_bench_in_its_smallest_mode(tmp_path: Path) -> None:
     for name, figure in summary["cases"].items():
         assert figure["p50_s"] > 0
         assert name in printed
+
+
+def test_the_web_app_leaves_the_libraries_of_rare_paths_unimported() -> None:
+    """Every server, worker and searcher process imports the app: libraries only a command's table, a SCIP upload, a
+    sign-in through a host, a deep-search page or the dense model use load when that first happens (each start of
+    a process paid ~0.3-0.5 CPU-s for them: issue #30, process starts)."""
+    script = "import json, sys\nimport codewell.app\nprint(json.dumps(sorted(sys.modules)))\n"
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120)
+    modules = set(json.loads(result.stdout))
+    rare = {"rich", "markdown_it", "authlib", "joserfc", "google.protobuf", "tokenizers", "threadpoolctl"}
+    rare.add("safetensors")
+    assert rare.isdisjoint(modules), sorted(rare & modules)

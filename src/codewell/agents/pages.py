@@ -14,16 +14,12 @@ with a `<meta http-equiv="refresh">` inside `<noscript>`) until the answer is th
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from markdown_it import MarkdownIt
-from markdown_it.common.utils import escapeHtml
-from markdown_it.renderer import RendererHTML
-from markdown_it.token import Token
-from markdown_it.utils import EnvType, OptionsDict
 from markupsafe import Markup
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -42,6 +38,12 @@ from codewell.http.csrf import verify_form
 from codewell.http.requests import actor_of, form_text, runtime_of
 from codewell.http.templates import render
 from codewell.runtime import Runtime
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+    from markdown_it.renderer import RendererHTML
+    from markdown_it.token import Token
+    from markdown_it.utils import EnvType, OptionsDict
 
 __all__ = ["markdown_html", "routes"]
 
@@ -71,6 +73,8 @@ def _link_open(self: RendererHTML, tokens: list[Token], idx: int, options: Optio
 
 def _image(self: RendererHTML, tokens: list[Token], idx: int, options: OptionsDict, env: EnvType) -> str:
     """An image as a link to it: an answer makes the browser fetch nothing (the CSP would refuse other hosts)."""
+    from markdown_it.common.utils import escapeHtml  # noqa: PLC0415 - markdown-it loads with the first answer
+
     token = tokens[idx]
     src = escapeHtml(str(token.attrGet("src") or ""))
     alt = escapeHtml(self.renderInlineAsText(token.children or [], options, env) or str(token.attrGet("src") or ""))
@@ -84,7 +88,11 @@ def _heading(self: RendererHTML, tokens: list[Token], idx: int, options: Options
     return self.renderToken(tokens, idx, options, env)
 
 
+@functools.cache
 def _markdown() -> MarkdownIt:
+    """The renderer, made at the first answer shown: every process imports this module (its routes), few render."""
+    from markdown_it import MarkdownIt  # noqa: PLC0415 - see the docstring
+
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
     md.enable("table").enable("strikethrough")
     md.validateLink = _safe_link  # type: ignore[method-assign]
@@ -95,12 +103,9 @@ def _markdown() -> MarkdownIt:
     return md
 
 
-_MD = _markdown()
-
-
 def markdown_html(text: str) -> Markup:
     """An answer's Markdown as HTML: raw HTML escaped, only http(s)/relative links (unsafe ones stay text)."""
-    return Markup(_MD.render(text))  # markdown-it escapes all text; html=False escapes raw HTML
+    return Markup(_markdown().render(text))  # markdown-it escapes all text; html=False escapes raw HTML
 
 
 # -- what the templates get ---------------------------------------------------------------------------------

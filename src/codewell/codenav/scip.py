@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any
-
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-from google.protobuf.message import DecodeError
+from typing import TYPE_CHECKING, Any
 
 from codewell.core.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from google.protobuf import descriptor_pb2
 
 __all__ = [
     "DEFINITION",
@@ -46,9 +46,10 @@ UNSPECIFIED_ENCODING, UTF8_OFFSETS, UTF16_OFFSETS, UTF32_OFFSETS = 0, 1, 2, 3
 MAX_INDEX_BYTES = 512 << 20
 
 _PACKAGE = "codewell.scip"
-_F = descriptor_pb2.FieldDescriptorProto
-_OPTIONAL, _REPEATED = _F.LABEL_OPTIONAL, _F.LABEL_REPEATED
-_STRING, _INT32, _BOOL, _MESSAGE = _F.TYPE_STRING, _F.TYPE_INT32, _F.TYPE_BOOL, _F.TYPE_MESSAGE
+# FieldDescriptorProto's Label and Type numbers (fixed by descriptor.proto; a test checks them against protobuf's):
+# spelled out so that protobuf is imported with the first SCIP upload, not by every process that imports codenav.
+_OPTIONAL, _REPEATED = 1, 3
+_STRING, _INT32, _BOOL, _MESSAGE = 9, 5, 8, 11
 
 # (message, [(field, number, label, type, message type of a message field)]): field numbers as the SCIP
 # schema assigns them; names are ours (only the numbers and wire types matter on the wire).
@@ -147,6 +148,8 @@ KINDS = {
 
 
 def _file_descriptor() -> descriptor_pb2.FileDescriptorProto:
+    from google.protobuf import descriptor_pb2  # noqa: PLC0415 - with the first upload (see _OPTIONAL)
+
     # proto3: scalar fields have no presence and repeated scalars are packed, as SCIP writers encode them.
     # The parser accepts packed and unpacked repeated scalars alike.
     file = descriptor_pb2.FileDescriptorProto(name="codewell_scip_subset.proto", package=_PACKAGE, syntax="proto3")
@@ -159,7 +162,10 @@ def _file_descriptor() -> descriptor_pb2.FileDescriptorProto:
     return file
 
 
+@functools.cache
 def _classes() -> dict[str, type[Any]]:
+    from google.protobuf import descriptor_pool, message_factory  # noqa: PLC0415 - with the first upload
+
     # A pool of our own: the default pool is process-wide and another library could declare `scip.*` there.
     pool = descriptor_pool.DescriptorPool()
     pool.Add(_file_descriptor())
@@ -168,16 +174,13 @@ def _classes() -> dict[str, type[Any]]:
     }
 
 
-_CLASSES = _classes()
-
-
 def index_class() -> type[Any]:
     """The protobuf message class of `Index` (tests build indexes with it: a real protobuf round trip)."""
-    return _CLASSES["Index"]
+    return _classes()["Index"]
 
 
 def message_class(name: str) -> type[Any]:
-    return _CLASSES[name]
+    return _classes()[name]
 
 
 def parse_index(data: bytes, max_bytes: int = MAX_INDEX_BYTES) -> Any:
@@ -188,6 +191,8 @@ def parse_index(data: bytes, max_bytes: int = MAX_INDEX_BYTES) -> Any:
             hint="index a smaller part of the repository (e.g. one package per upload is not supported: split "
             "the project or raise the limit)",
         )
+    from google.protobuf.message import DecodeError  # noqa: PLC0415 - with the first upload
+
     index = index_class()()
     try:
         index.ParseFromString(data)

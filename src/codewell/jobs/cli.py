@@ -16,7 +16,6 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.table import Table
 
 from codewell.clikit import handle_errors, open_runtime, table_console
 from codewell.core.actors import INTERNAL
@@ -74,6 +73,8 @@ def list_(
         for job in found:
             click.echo(json.dumps(asdict(job), default=_json_default))
         return
+    from rich.table import Table  # noqa: PLC0415 - rich only for a table (docs/architecture.md)
+
     table = Table("id", "kind", "resource", "state", "prio", "attempts", "cause", "created (UTC)", "progress", "error")
     for job in found:
         table.add_row(
@@ -103,6 +104,8 @@ def stats(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps([asdict(s) for s in found]))
         return
+    from rich.table import Table  # noqa: PLC0415 - rich only for a table (docs/architecture.md)
+
     table = Table("kind", "queued", "running", "failed", "oldest waiting")
     for s in found:
         waited = f"{s.oldest_queued_seconds:.0f} s" if s.oldest_queued_seconds is not None else "-"
@@ -165,6 +168,8 @@ def workers(ctx: click.Context, as_json: bool) -> None:
         for worker_ in found:
             click.echo(json.dumps(asdict(worker_), default=_json_default))
         return
+    from rich.table import Table  # noqa: PLC0415 - rich only for a table (docs/architecture.md)
+
     table = Table("owner", "role", "kinds", "threads", "started (UTC)", "heartbeat (UTC)", "alive")
     for w in found:
         table.add_row(

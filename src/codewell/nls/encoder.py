@@ -18,9 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from safetensors.numpy import load_file
-from threadpoolctl import ThreadpoolController
-from tokenizers import Tokenizer
 
 from codewell.core.errors import Unavailable
 
@@ -96,6 +93,11 @@ class Encoder:
         self.eps = float(config["layer_norm_eps"])
         if int(config["hidden_size"]) != DIMENSIONS or config.get("hidden_act") != "gelu":
             raise Unavailable(f"{folder} holds another model than all-MiniLM-L6-v2 (config.json differs)")
+        # The model's libraries load with the model (the dense switch), not with every process that imports nls.
+        from safetensors.numpy import load_file  # noqa: PLC0415
+        from threadpoolctl import ThreadpoolController  # noqa: PLC0415
+        from tokenizers import Tokenizer  # noqa: PLC0415
+
         weights = load_file(str(folder / "model.safetensors"))
 
         def w(name: str) -> np.ndarray:

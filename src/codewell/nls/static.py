@@ -27,8 +27,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from safetensors.numpy import load_file
-from tokenizers import Tokenizer
 
 from codewell.core.errors import Unavailable
 
@@ -70,6 +68,10 @@ class StaticEncoder:
     dimensions = STATIC_DIMENSIONS
 
     def __init__(self, folder: Path) -> None:
+        # Its libraries load with the model, not with every process that imports nls (see encoder.py).
+        from safetensors.numpy import load_file  # noqa: PLC0415
+        from tokenizers import Tokenizer  # noqa: PLC0415
+
         weights = load_file(str(folder / "model.safetensors"))
         table = np.asarray(weights["embeddings"], dtype=np.float32)
         if table.ndim != 2 or table.shape[1] != STATIC_DIMENSIONS:

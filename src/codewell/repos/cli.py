@@ -11,14 +11,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from codewell.clikit import echo_json, fail, handle_errors, open_runtime, table_console
 from codewell.core.actors import INTERNAL
 
 if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
     from codewell.repos.service import RepoService, SyncOutcome
 
 
@@ -29,6 +28,10 @@ def repos() -> None:
 
 def _sync_with_progress(service: RepoService, names: list[str]) -> list[SyncOutcome]:
     """Sync `names` one after another, with a progress bar per clone (git's own phases and percentages)."""
+    # rich only when a command draws: the web app imports this module for its command table (docs/architecture.md).
+    from rich.console import Console  # noqa: PLC0415 - lazy command
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: PLC0415 - lazy command
+
     outcomes = []
     with Progress(
         TextColumn("{task.description}"),
@@ -151,6 +154,8 @@ def status(ctx: click.Context, name: str | None, as_json: bool) -> None:
             }
             click.echo(json.dumps(record))
         return
+    from rich.table import Table  # noqa: PLC0415 - lazy command
+
     table = Table("name", "state", "default branch", "last fetched (UTC)", "size", *extra, *stage_names, "last error")
     for repo in repos_:
         done = stages.get(repo_resource(repo.id), {})

@@ -125,3 +125,19 @@ def test_columns_convert_to_utf8_bytes_by_the_documents_encoding() -> None:
     assert byte_column(line, expected, scip.UTF8_OFFSETS) == expected
     # Past the end of the line (an index of another version of the file): counted on, never an error.
     assert byte_column("ab", 5, scip.UTF16_OFFSETS) == 5
+
+
+def test_the_spelled_out_field_numbers_are_protobufs() -> None:
+    """scip.py spells FieldDescriptorProto's numbers out (protobuf loads with the first upload): they must agree."""
+    from google.protobuf import descriptor_pb2  # noqa: PLC0415 - the check is against the real library
+
+    from codewell.codenav import scip  # noqa: PLC0415
+
+    field = descriptor_pb2.FieldDescriptorProto
+    assert (scip._OPTIONAL, scip._REPEATED) == (field.LABEL_OPTIONAL, field.LABEL_REPEATED)
+    assert (scip._STRING, scip._INT32, scip._BOOL, scip._MESSAGE) == (
+        field.TYPE_STRING,
+        field.TYPE_INT32,
+        field.TYPE_BOOL,
+        field.TYPE_MESSAGE,
+    )

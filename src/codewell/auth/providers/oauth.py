@@ -12,9 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, ClassVar, Generic, TypeVar
-
-from authlib.integrations.requests_client import OAuth2Session
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from codewell.auth.identities import ExternalAccount
 from codewell.auth.providers.flows import Flow
@@ -22,6 +20,9 @@ from codewell.config.providers import OAuthCodeHostProvider
 from codewell.core.errors import PermissionDenied, Unavailable
 from codewell.hostapi.hosts import HostAPI
 from codewell.hostapi.http import HostError, HostHTTP, Page
+
+if TYPE_CHECKING:
+    from authlib.integrations.requests_client import OAuth2Session
 
 HTTP_TIMEOUT = 15.0
 # Lists (organizations, teams, groups, e-mails) are read at most this many pages deep (5,000 entries at
@@ -83,6 +84,9 @@ class CodeHostSignIn(ABC, Generic[P]):
 
     # -- the flow -----------------------------------------------------------------------------------------
     def session(self, token: dict[str, Any] | None = None) -> OAuth2Session:
+        # authlib (and joserfc under it) loads with the first sign-in through a host, not with every process.
+        from authlib.integrations.requests_client import OAuth2Session  # noqa: PLC0415
+
         http = OAuth2Session(
             self.provider.client_id,
             self.provider.client_secret,

@@ -10,19 +10,18 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import requests
-from authlib.integrations.requests_client import OAuth2Session
-from joserfc import jwt
-from joserfc.errors import JoseError
-from joserfc.jwk import KeySet
 
 from codewell.auth.identities import ExternalAccount
 from codewell.auth.providers.flows import Flow
 from codewell.auth.providers.oauth import HTTP_TIMEOUT, FilterRefused, ProviderError
 from codewell.config.providers import OpenIDConnectProvider
 from codewell.core.errors import PermissionDenied
+
+if TYPE_CHECKING:
+    from authlib.integrations.requests_client import OAuth2Session
 
 SCOPES = "openid email profile"
 DISCOVERY_TTL = 300.0
@@ -89,6 +88,11 @@ def validate_id_token(
 
     TokenRefused names the failed check (for the audit log; the message is safe to show).
     """
+    # joserfc loads with the first OpenID Connect sign-in, not with every process (issue #30: process starts).
+    from joserfc import jwt  # noqa: PLC0415
+    from joserfc.errors import JoseError  # noqa: PLC0415
+    from joserfc.jwk import KeySet  # noqa: PLC0415
+
     try:
         token = jwt.decode(id_token, KeySet.import_key_set(jwks), algorithms=list(SAFE_ALGORITHMS))  # type: ignore[arg-type]
     except JoseError as exc:
@@ -122,6 +126,8 @@ class OpenIDConnectClient:
         self.redirect_uri = redirect_uri
 
     def session(self, metadata: dict[str, Any]) -> OAuth2Session:
+        from authlib.integrations.requests_client import OAuth2Session  # noqa: PLC0415 - see oauth.py's session
+
         methods = metadata.get("token_endpoint_auth_methods_supported") or ["client_secret_basic"]
         if not self.provider.client_secret:
             method = "none"
