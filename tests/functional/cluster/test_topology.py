@@ -171,7 +171,9 @@ class Cluster:
         return "\n".join(f"--- {name}\n{self.log(name)[-2500:]}" for name in self.processes)
 
     def wait_ready(self, name: str, path: str = "/readyz") -> None:
-        deadline = time.monotonic() + 120
+        # Seven interpreters import the app at once on two cores: at load 8-12 (tests beside it) a web replica took
+        # over 120 s to listen, with nothing in its log yet.
+        deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             assert self.processes[name].poll() is None, self.log(name)
             try:
