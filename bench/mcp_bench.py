@@ -6,18 +6,24 @@ Reported, in the same run:
   handler     the same through the tool handler + envelope (ToolCaller.call, no HTTP)
   sequential  one client, one call at a time, over HTTP/MCP: p50/p99; MCP overhead = sequential p50 - direct p50
   floor       GET /healthz sequentially (what any HTTP request costs on this stack)
-  load        32 concurrent clients for --seconds: calls/s, p50/p99, errors, server RSS at start/middle/end
-The load generator runs on the same 2 cores as the server, so throughput figures are a lower bound.
+  load        32 concurrent clients for --seconds: calls/s, p50/p99, errors, server CPU per call summed over every
+              web process, the load generator's own CPU per call, each web process's RSS at start/middle/end
+The server runs `codewell serve --web-processes N` (--web-processes, default 2: one process per core; one
+process is bound by Python's GIL near 1 / its CPU per call). The load generator runs on the same 2 cores as the
+server, so throughput figures are a lower bound; `--compare` runs the load phase with 1 process too, in the same
+run, for the ratio.
 Targets (#30): overhead <= 2 ms p50, >= 600 calls/s at 32 clients on 2 cores, server CPU <= 3 ms per call, no
 errors, flat memory.
 The load phase uses a lean raw HTTP/1.1 keep-alive client (RawClient) so the generator takes less of the CPU.
-Run: python bench/mcp_bench.py [--seconds 30] [--clients 32] [--out bench/.results/mcp_bench.json] [--smoke]
+Run: python bench/mcp_bench.py [--seconds 30] [--clients 32] [--web-processes 2] [--compare]
+     [--out bench/.results/mcp_bench.json] [--smoke]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -27,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -154,6 +160,11 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def cpu_total(pids: list[int]) -> float:
+    """CPU seconds of every server process together."""
+    return sum(cpu_seconds(pid) for pid in pids)
+
+
 def rss_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -161,7 +172,7 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
-async def sequential(url: str, token: str, files: list[str], calls: int, pid: int) -> dict[str, Any]:
+async def sequential(url: str, token: str, files: list[str], calls: int, pids: list[int]) -> dict[str, Any]:
     """One client, one request at a time; each MCP call is followed by an authenticated GET /healthz so both
     see the same machine conditions (the floor any authenticated request pays on this stack)."""
     rng = random.Random(2)
@@ -171,11 +182,11 @@ async def sequential(url: str, token: str, files: list[str], calls: int, pid: in
     async with httpx2.AsyncClient(headers=headers, timeout=30) as client:
         for n in range(calls + 40):
             body = call_body(rng, files, n)
-            cpu = cpu_seconds(pid)
+            cpu = cpu_total(pids)
             start = time.perf_counter()
             response = await client.post(url, json=body)
             elapsed = time.perf_counter() - start
-            cpu_mid = cpu_seconds(pid)
+            cpu_mid = cpu_total(pids)
             assert ok(response), response.text[:300]
             floor_start = time.perf_counter()
             await client.get(url.replace("/.api/mcp", "/healthz"))
@@ -184,7 +195,7 @@ async def sequential(url: str, token: str, files: list[str], calls: int, pid: in
                 samples[body["params"]["name"]].append(elapsed)
                 samples["healthz"].append(floor)
                 mcp_cpu += cpu_mid - cpu
-                floor_cpu += cpu_seconds(pid) - cpu_mid
+                floor_cpu += cpu_total(pids) - cpu_mid
     return {
         **{name: pct(values) for name, values in samples.items()},
         "server_cpu_ms_per_mcp_call": round(mcp_cpu / calls * 1000, 3),
@@ -247,11 +258,11 @@ def raw_ok(status: int, body: bytes) -> bool:
     return False
 
 
-async def load(url: str, token: str, files: list[str], clients: int, seconds: float, pid: int) -> dict[str, Any]:
+async def load(url: str, token: str, files: list[str], clients: int, seconds: float, pids: list[int]) -> dict[str, Any]:
     latencies: list[float] = []
     errors = 0
     deadline = time.perf_counter() + seconds
-    memory = [rss_kib(pid)]
+    memory = {pid: [rss_kib(pid)] for pid in pids}
 
     async def worker(index: int) -> None:
         nonlocal errors
@@ -273,16 +284,19 @@ async def load(url: str, token: str, files: list[str], clients: int, seconds: fl
     async def sampler() -> None:
         while time.perf_counter() < deadline:
             await asyncio.sleep(seconds / 6)
-            memory.append(rss_kib(pid))
+            for pid, samples in memory.items():
+                samples.append(rss_kib(pid))
 
     started = time.perf_counter()
-    cpu_start = cpu_seconds(pid)
+    cpu_start = {pid: cpu_seconds(pid) for pid in pids}
     own_start = time.process_time()
     await asyncio.gather(sampler(), *(worker(i) for i in range(clients)))
     elapsed = time.perf_counter() - started
-    server_cpu = cpu_seconds(pid) - cpu_start
+    cpu_each = {pid: cpu_seconds(pid) - cpu_start[pid] for pid in pids}
+    server_cpu = sum(cpu_each.values())
     client_cpu = time.process_time() - own_start
     return {
+        "web_processes": len(pids),
         "clients": clients,
         "seconds": round(elapsed, 1),
         "calls": len(latencies),
@@ -293,18 +307,21 @@ async def load(url: str, token: str, files: list[str], clients: int, seconds: fl
         "load_generator_cpu_ms_per_call": round(client_cpu / max(len(latencies), 1) * 1000, 3),
         # What the server alone could sustain on 2 cores if the load generator did not share them.
         "capacity_calls_per_s_2_cores": round(2 * len(latencies) / max(server_cpu, 1e-9), 1),
-        "rss_kib": memory,
+        # How the work spread over the processes (SO_REUSEPORT spreads connections, not calls).
+        "server_cpu_share": [round(cpu / max(server_cpu, 1e-9), 3) for cpu in cpu_each.values()],
+        "load_average": os.getloadavg(),
+        "rss_kib": list(memory.values()),
     }
 
 
-def wait_idle(pid: int, limit: float = 120.0) -> None:
+def wait_idle(pids: list[int], limit: float = 120.0) -> None:
     """Wait until the server's background work (first sync and indexing of the repositories) has settled, so
     that the CPU measured afterwards is the requests' own."""
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
-        before = cpu_seconds(pid)
+        before = cpu_total(pids)
         time.sleep(1.0)
-        if cpu_seconds(pid) - before < 0.03:
+        if cpu_total(pids) - before < 0.03 * len(pids):
             return
     print("warning: the server never went idle; CPU figures include background work")
 
@@ -315,10 +332,61 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def web_replicas(pid: int) -> list[int]:
+    """The web replica processes `serve --web-processes` started (children whose command line says so)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:  # exited meanwhile
+            continue
+        if parent == pid and b"--web-process-of" in cmdline.split(b"\0"):
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+@contextlib.contextmanager
+def serving(data: Path, port: int, processes: int, log: Path) -> Iterator[list[int]]:
+    """`codewell serve --web-processes processes` on `data`, started and idle; yields the web processes' pids."""
+    env = {**os.environ, "CODEWELL_DATA_DIR": str(data), "CODEWELL_LOG_LEVEL": "warning"}
+    with log.open("ab") as output:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "codewell", "serve", "--port", str(port), "--web-processes", str(processes)],
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            preexec_fn=terminate_with_parent,  # noqa: PLW1509 (prctl only, see its docstring)
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            assert server.poll() is None, log.read_text()[-2000:]
+            try:
+                ready = httpx2.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
+            except httpx2.HTTPError:
+                ready = False
+            if ready and len(web_replicas(server.pid)) == processes - 1:
+                break
+            time.sleep(0.1)
+        pids = [server.pid, *web_replicas(server.pid)]
+        wait_idle(pids)
+        yield pids
+    finally:
+        server.terminate()
+        assert server.wait(timeout=60) == 0, log.read_text()[-2000:]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument(
+        "--web-processes", type=int, default=2, help="`serve --web-processes` (default 2: one per core here)"
+    )
+    parser.add_argument("--compare", action="store_true", help="also the load phase with 1 web process, same run")
     parser.add_argument("--out", type=Path, default=RESULTS / "mcp_bench.json", help="where to write the JSON")
     parser.add_argument("--smoke", action="store_true", help="smallest run (2 s, 4 clients, few calls): it runs")
     args = parser.parse_args()
@@ -331,30 +399,15 @@ def main() -> None:
         token, files, runtime = prepare(data, port, files_made)
         baselines = direct_baselines(runtime, files, repeat)
         runtime.close()
-        env = {**os.environ, "CODEWELL_DATA_DIR": str(data), "CODEWELL_LOG_LEVEL": "warning"}
-        log = (Path(tmp) / "serve.log").open("wb")
-        server = subprocess.Popen(
-            [sys.executable, "-m", "codewell", "serve", "--port", str(port)],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            preexec_fn=terminate_with_parent,  # noqa: PLW1509 (prctl only, see its docstring)
-        )
+        log = Path(tmp) / "serve.log"
         url = f"http://127.0.0.1:{port}/.api/mcp"
-        try:
-            for _ in range(300):
-                try:
-                    if httpx2.get(url.replace("/.api/mcp", "/healthz"), timeout=1).status_code == 200:
-                        break
-                except httpx2.HTTPError:
-                    time.sleep(0.1)
-            wait_idle(server.pid)
-            seq = asyncio.run(sequential(url, token, files, calls, server.pid))
-            loaded = asyncio.run(load(url, token, files, args.clients, args.seconds, server.pid))
-        finally:
-            server.terminate()
-            server.wait(timeout=20)
-            log.close()
+        single: dict[str, Any] | None = None
+        if args.compare and args.web_processes != 1:
+            with serving(data, port, 1, log) as pids:
+                single = asyncio.run(load(url, token, files, args.clients, args.seconds, pids))
+        with serving(data, port, args.web_processes, log) as pids:
+            seq = asyncio.run(sequential(url, token, files, calls, pids))
+            loaded = asyncio.run(load(url, token, files, args.clients, args.seconds, pids))
     # What MCP adds over the service call and over what any authenticated request costs (same conditions).
     overhead = {
         tool: round(seq[tool]["p50_ms"] - seq["healthz"]["p50_ms"] - baselines["direct"][tool]["p50_ms"], 3)
@@ -370,6 +423,7 @@ def main() -> None:
         "mcp_overhead_p50_ms": overhead,
         "transport_p50_ms": transport,
         "load": loaded,
+        "load_1_web_process": single,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
@@ -387,14 +441,20 @@ def main() -> None:
         f"server CPU per call (sequential): MCP {cpu_mcp:.3f} ms, GET /healthz {cpu_floor:.3f} ms, direct service "
         f"~{direct_mean:.3f} ms -> MCP layer CPU ~{cpu_mcp - cpu_floor - direct_mean:.3f} ms per call"
     )
-    mem = loaded["rss_kib"]
+    for figures in (single, loaded):
+        if figures is not None:
+            print_load(figures)
+
+
+def print_load(figures: dict[str, Any]) -> None:
+    rss = " | ".join(" ".join(str(kib // 1024) for kib in samples) for samples in figures["rss_kib"])
     print(
-        f"load: {loaded['clients']} clients, {loaded['calls_per_s']} calls/s, p50 {loaded['p50_ms']} ms, "
-        f"p99 {loaded['p99_ms']} ms, errors {loaded['errors']}, "
-        f"RSS samples {' '.join(str(kib // 1024) for kib in mem)} MiB; "
-        f"server CPU {loaded['server_cpu_ms_per_call']} ms/call = {loaded['capacity_calls_per_s_2_cores']} calls/s "
-        f"if the server had both cores to itself (the load generator, {loaded['load_generator_cpu_ms_per_call']} "
-        "ms CPU/call, shares them here)"
+        f"load: {figures['web_processes']} web processes, {figures['clients']} clients: {figures['calls_per_s']} "
+        f"calls/s, p50 {figures['p50_ms']} ms, p99 {figures['p99_ms']} ms, errors {figures['errors']}; server CPU "
+        f"{figures['server_cpu_ms_per_call']} ms/call (all web processes, shares {figures['server_cpu_share']}), "
+        f"load generator {figures['load_generator_cpu_ms_per_call']} ms CPU/call: "
+        f"{figures['capacity_calls_per_s_2_cores']} calls/s if the server had both cores; "
+        f"RSS MiB per process {rss}; load average {' '.join(f'{x:.1f}' for x in figures['load_average'])}"
     )
 
 

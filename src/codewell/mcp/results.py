@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
+import orjson
 
 from codewell.core.errors import CodewellError
 from codewell.core.tools import ToolResult
@@ -88,10 +89,28 @@ def truncate_text(
     return kept + note, True
 
 
+def _json_size(value: Any) -> int:
+    """Bytes of `value` as compact JSON (what `fastpath.encode` sends; ≥ its characters). orjson: ~10× faster
+    than json on a tool's structured fields, which every call measures (bench/mcp_bench.py)."""
+    try:
+        return len(orjson.dumps(value, default=str))
+    except TypeError:  # what orjson refuses (integers beyond 64 bits, non-string keys, lone surrogates)
+        return len(json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":")))
+
+
+def _text_payload(text: str) -> str:
+    """`json.dumps({"text": text}, ensure_ascii=False)`, through orjson: the same characters (orjson escapes
+    the same ones), ~9× faster on a file's text."""
+    try:
+        return '{"text": ' + orjson.dumps(text).decode() + "}"
+    except TypeError:  # a lone surrogate
+        return json.dumps({"text": text}, ensure_ascii=False)
+
+
 def _fit_structured(structured: Mapping[str, Any], budget: int) -> tuple[dict[str, Any], bool]:
     """Structured fields as they are, or only the scalar ones when the whole would exceed `budget`."""
     data = dict(structured)
-    if len(json.dumps(data, ensure_ascii=False, default=str)) <= budget:
+    if _json_size(data) <= budget:
         return data, False
     scalars = {k: v for k, v in data.items() if isinstance(v, str | int | float | bool) or v is None}
     return scalars, True
@@ -108,7 +127,7 @@ def success_result(tool: str, result: ToolResult, schema: Mapping[str, Any]) -> 
         if dropped:
             structured["structuredTruncated"] = True
     structured["text"] = text
-    payload = json.dumps({"text": text}, ensure_ascii=False)
+    payload = _text_payload(text)
     return WireResult(payload, structured, result.is_error, len(payload.encode()), truncated)
 
 

@@ -57,3 +57,13 @@ def test_errors_carry_message_and_hint_as_plain_text() -> None:
     result = error_result(error_message(error)).result
     assert result.is_error is True
     assert result.content[0].text == "repository x not found. check the name with list_repos"  # type: ignore[union-attr]
+
+
+def test_the_text_payload_is_what_json_would_write() -> None:
+    """content[0].text is built through orjson for speed: byte for byte what json.dumps wrote before."""
+    import json  # noqa: PLC0415 - the reference, only here
+
+    text = 'tab\there "quoted" back\\slash \x00\x1f\x7f é 漢 😀 \u2028\n' + "".join(map(chr, range(32)))
+    for sample in (text, ""):
+        wire = success_result("read_file", ToolResult(sample, None), {})
+        assert wire.text == json.dumps({"text": sample}, ensure_ascii=False)
