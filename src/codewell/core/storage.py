@@ -73,14 +73,17 @@ class FlagProbe:
     and closed `codewell.db-shm` on each connection use released SQLite's own locks on it, and under load another
     process then wrote the WAL index under this one (`database disk image is malformed`) or truncated its mapping
     (SIGBUS). So the descriptor stays open; `os.stat` (which opens nothing) tells when the path names another file
-    (SQLite recreates `-shm` once every connection to it has closed), and only then is a new one opened and the
-    old one closed: no lock of SQLite's is on the old file any more.
+    (SQLite recreates `-shm` once every connection to it has closed), and only then is a new one opened (the old
+    one is closed at the next such change): no lock of SQLite's is on the old file any more. A probe of the
+    current file takes no lock.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fd: int | None = None
-        self._file: tuple[int, int] | None = None
+        # (the file's (device, inode), the descriptor open on it): one attribute, read without the lock.
+        self._open: tuple[tuple[int, int], int] | None = None
+        # The descriptor the last replacement took out of use, closed at the next one (see `__call__`).
+        self._retired: int | None = None
         self._lock = threading.Lock()
 
     def __call__(self) -> bool:
@@ -89,24 +92,33 @@ class FlagProbe:
         except OSError:
             return False
         file = (st.st_dev, st.st_ino)
+        current = self._open
+        if current is not None and current[0] == file:
+            # The common case, without the lock: every connection checkout of every request thread probes, and a
+            # lock held across the ioctl made them queue (~10% of an MCP call's server CPU, bench/mcp_bench.py).
+            return _flags_unwritable(current[1])
         with self._lock:
-            if file != self._file:
+            current = self._open
+            if current is None or current[0] != file:
                 try:
                     fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
                 except OSError:
                     return False
-                if self._fd is not None:
-                    os.close(self._fd)
-                self._fd, self._file = fd, file
-            assert self._fd is not None
-            return _flags_unwritable(self._fd)
+                # The replaced descriptor stays open until the next replacement: a thread that read it without
+                # the lock may still be in its ioctl (closed now, its number could name another file by then).
+                if self._retired is not None:
+                    os.close(self._retired)
+                self._retired = current[1] if current is not None else None
+                self._open = current = (file, fd)
+            return _flags_unwritable(current[1])
 
     def close(self) -> None:
         """Once no connection of this process uses the file (its locks are gone with them)."""
         with self._lock:
-            if self._fd is not None:
-                os.close(self._fd)
-            self._fd = self._file = None
+            for fd in (self._retired, self._open[1] if self._open is not None else None):
+                if fd is not None:
+                    os.close(fd)
+            self._open = self._retired = None
 
 
 def storage_error(exc: OSError, data_dir: Path | None = None) -> StorageUnavailable | None:

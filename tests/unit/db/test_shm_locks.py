@@ -63,3 +63,26 @@ def test_the_probe_follows_a_recreated_file(tmp_path: Path) -> None:
     path.write_bytes(b"y")
     assert probe() is False
     probe.close()
+
+
+def test_a_probe_keeps_at_most_two_descriptors_however_often_the_file_is_recreated(tmp_path: Path) -> None:
+    """The current file's descriptor and the one it replaced (a lock-free probe may still use it); no more."""
+    path = tmp_path / "f"
+
+    def open_on_probed_files() -> int:
+        targets = []
+        for fd in Path("/proc/self/fd").iterdir():
+            try:
+                targets.append(fd.readlink())
+            except OSError:  # the directory's own descriptor, closed meanwhile
+                continue
+        return sum(1 for target in targets if target.name.startswith("f"))
+
+    probe = FlagProbe(path)
+    for content in (b"a", b"b", b"c", b"d"):
+        path.unlink(missing_ok=True)
+        path.write_bytes(content)
+        assert probe() is False
+        assert open_on_probed_files() <= 2
+    probe.close()
+    assert open_on_probed_files() == 0
