@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import http.client
 import signal
+import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +20,8 @@ from pathlib import Path
 import pytest
 
 from codewell.accounts.tokens import TokenService
+from codewell.cli import web_processes
+from codewell.cli.web_processes import WebReplicas
 from codewell.core.actors import INTERNAL
 from codewell.core.settings import Settings
 from codewell.runtime import Runtime
@@ -153,3 +157,32 @@ def test_killing_the_first_web_process_ends_its_replica(deployment: Deployment) 
     while alive(replica) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(replica), deployment.log("web")
+
+
+# --- the supervision on its own (stand-in commands: no server start) ------------------------------------
+
+
+def test_a_replica_failing_at_its_start_stops_the_server_with_its_exit_status() -> None:
+    replicas = WebReplicas(2, "127.0.0.1", 1, "text", {})
+    replicas.command = [sys.executable, "-c", "import sys, time; time.sleep(0.2); sys.exit(3)"]
+    stopping = threading.Event()
+    replicas.start(on_failure=stopping.set)
+    assert stopping.wait(30)
+    assert replicas.stop() == 3
+
+
+def test_a_replica_that_dies_later_is_started_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(web_processes, "CRASH_SECONDS", 0.5)
+    replicas = WebReplicas(1, "127.0.0.1", 1, "text", {})
+    replicas.command = [sys.executable, "-c", "import time; time.sleep(1)"]
+    replicas.start(on_failure=lambda: None)
+    for _ in range(2):  # the 1-second replica is replaced, then (the command changed) by one that runs on
+        before = replicas.processes[0].pid
+        deadline = time.monotonic() + 30
+        while replicas.processes[0].pid == before:
+            assert time.monotonic() < deadline, "the replica was not started again"
+            time.sleep(0.1)
+        replicas.command = [sys.executable, "-c", "import time; time.sleep(60)"]
+    assert replicas.failed is None
+    # Stopped by SIGTERM, which a plain Python process does not catch: reported as the shell would, 128 + 15.
+    assert replicas.stop() == 128 + signal.SIGTERM
