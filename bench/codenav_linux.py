@@ -54,6 +54,7 @@ from typing import Any
 from benchkit import open_runtime
 from codewell.accounts.service import AccountService
 from codewell.capabilities import wire
+from codewell.codenav.native import unpack_positions
 from codewell.codenav.service import CodeNavService
 from codewell.core.actors import INTERNAL, Actor
 from codewell.core.errors import CodewellError
@@ -202,28 +203,47 @@ def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
+def _spots(positions: str | bytes) -> list[tuple[int, int, str]]:
+    """An occurrences row's positions: packed (index format 4 on) or `line:col:role;...` text (format 3)."""
+    if isinstance(positions, bytes):
+        return unpack_positions(positions)
+    return [(int(a), int(b), c) for a, b, c in (p.split(":") for p in positions.split(";") if p)]
+
+
 def sample_usages(index_file: Path, wanted: int, rng: random.Random) -> list[tuple[str, str]]:
-    """(path, name) of identifier uses (not definitions) in C files, of names defined somewhere in the tree."""
+    """(path, name) of identifier uses (not definitions) in C files, of names defined somewhere in the tree.
+
+    A random definition's name, then a random C file among those using it (the occurrences table has no rowid to
+    draw a row from since index format 4; names defined more often are drawn more often, as before).
+    """
     db = sqlite3.connect(f"file:{index_file}?mode=ro", uri=True)
     try:
-        (top,) = db.execute("SELECT max(rowid) FROM occurrences").fetchone()
+        (top,) = db.execute("SELECT max(rowid) FROM symbols").fetchone()
         out: list[tuple[str, str]] = []
         seen: set[tuple[str, str]] = set()
         for _ in range(wanted * 1000):  # bounded: a corpus with too few C files gives fewer samples
             if len(out) >= wanted:
                 break
-            row = db.execute(
-                "SELECT o.name, f.path, o.positions FROM occurrences o JOIN files f ON f.id = o.file_id "
-                "WHERE o.rowid = ? AND f.queries = 'c'",
-                (rng.randint(1, top),),
-            ).fetchone()
-            if row is None or (row[1], row[0]) in seen:
+            row = db.execute("SELECT name FROM symbols WHERE rowid = ?", (rng.randint(1, top),)).fetchone()
+            if row is None:
                 continue
-            name, path, positions = row
-            if not any(not p.endswith(":d") for p in positions.split(";")):
-                continue
+            (name,) = row
             kinds = {k for (k,) in db.execute("SELECT kind FROM symbols WHERE name = ? LIMIT 50", (name,))}
             if not kinds & set(NAV_KINDS):
+                continue
+            uses = sorted(
+                path
+                for path, positions in db.execute(
+                    "SELECT f.path, o.positions FROM occurrences o JOIN files f ON f.id = o.file_id "
+                    "WHERE o.name = ? AND f.queries = 'c'",
+                    (name,),
+                )
+                if any(role != "d" for _, _, role in _spots(positions))
+            )
+            if not uses:
+                continue
+            path = rng.choice(uses)
+            if (path, name) in seen:
                 continue
             seen.add((path, name))
             out.append((path, name))

@@ -6,12 +6,11 @@
        (file-scope declarations that are not prototypes nor `extern`), `#define` names;
      - every identifier occurrence (comments, strings and character literals skipped; keywords,
        directive names, goto labels not counted) grouped by name: "line:col:role;line:col:role..."
-       as codenav's `occurrences` table stores them (role d definition, i inside an #include, m after
-       `.`, `->` or `::`, r otherwise);
+       (role d definition, i inside an #include, m after `.`, `->` or `::`, r otherwise);
      - `#include` targets.
    scan_c(data, file_id): the same, with symbols and occurrence rows shaped as the rows of codenav's `symbols`
-   and `occurrences` tables for that file id (format 3: no row for a name that occurs only as its definitions,
-   an empty one for a defined name that never occurs; see codenav/store.py).
+   and `occurrences` tables for that file id (no row for a name that occurs only as its definitions, an empty
+   one for a defined name that never occurs, the positions packed by pack_positions; see codenav/store.py).
    Writer(path).scan(data, file_id): those rows, and the #includes as `imports` rows, inserted into the index
    file being built through SQLite's C API (the index build's path: no Python object per row).
 
@@ -1081,6 +1080,132 @@ static int group_add(Group *group, uint32_t line, uint32_t col, char role) {
     return 0;
 }
 
+/* ---- positions, packed as codenav's `occurrences` table stores them (codenav/store.py, format 4) -------- */
+
+/* Per occurrence: the line as a zigzag varint of its difference from the previous occurrence's line (the first's
+   from 0), then (column << 2 | role) as a varint, roles d 0, r 1, m 2, i 3. About 2.5 bytes an occurrence where
+   "line:col:role;" took 9 (the positions were most of the index). */
+static const char ROLE_LETTERS[4] = {'d', 'r', 'm', 'i'};
+
+static int role_code(char role) {
+    switch (role) {
+    case 'd': return 0;
+    case 'r': return 1;
+    case 'm': return 2;
+    case 'i': return 3;
+    default: return -1;
+    }
+}
+
+static uint8_t *put_varint(uint8_t *out, uint64_t value) {
+    while (value >= 0x80) {
+        *out++ = (uint8_t)(value | 0x80);
+        value >>= 7;
+    }
+    *out++ = (uint8_t)value;
+    return out;
+}
+
+/* The packed size bound of a text of n bytes: an occurrence ("1:1:r", at least 5 bytes and a separator) packs
+   into at most 10 bytes (two varints of up to 35 bits). */
+static Py_ssize_t packed_bound(Py_ssize_t n) { return 2 * n + 16; }
+
+/* Packs "line:col:role;..." (n bytes) into out (packed_bound(n) bytes); returns the packed length, or -1 when
+   the text is not in that form. */
+static Py_ssize_t pack_text(const char *text, Py_ssize_t n, uint8_t *out) {
+    uint8_t *at = out;
+    int64_t previous = 0;
+    Py_ssize_t i = 0;
+    while (i < n) {
+        uint64_t numbers[2];
+        for (int k = 0; k < 2; k++) {
+            uint64_t value = 0;
+            Py_ssize_t first = i;
+            while (i < n && text[i] >= '0' && text[i] <= '9' && i - first < 10) value = value * 10 + (uint64_t)(text[i++] - '0');
+            if (i == first || i >= n || text[i] != ':' || value > 0xFFFFFFFFu) return -1;
+            i++;
+            numbers[k] = value;
+        }
+        int role = i < n ? role_code(text[i]) : -1;
+        if (role < 0) return -1;
+        i++;
+        if (i < n && text[i++] != ';') return -1;
+        if (i == n && text[n - 1] == ';') return -1;
+        int64_t delta = (int64_t)numbers[0] - previous;
+        previous = (int64_t)numbers[0];
+        at = put_varint(at, delta >= 0 ? (uint64_t)delta << 1 : ((uint64_t)(-delta) << 1) - 1);
+        at = put_varint(at, numbers[1] << 2 | (uint64_t)role);
+    }
+    return at - out;
+}
+
+static int get_varint(const uint8_t *s, Py_ssize_t n, Py_ssize_t *at, uint64_t *value) {
+    uint64_t result = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (*at >= n) return -1;
+        uint8_t byte = s[(*at)++];
+        result |= (uint64_t)(byte & 0x7F) << shift;
+        if (!(byte & 0x80)) {
+            *value = result;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* pack_positions(text) -> bytes: "line:col:role;..." packed (ValueError when it is not in that form). */
+static PyObject *pack_positions(PyObject *self, PyObject *args) {
+    (void)self;
+    const char *text;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "s#", &text, &n)) return NULL;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, packed_bound(n));
+    if (out == NULL) return NULL;
+    Py_ssize_t size = pack_text(text, n, (uint8_t *)PyBytes_AS_STRING(out));
+    if (size < 0) {
+        Py_DECREF(out);
+        PyErr_SetString(PyExc_ValueError, "positions: not line:col:role;...");
+        return NULL;
+    }
+    if (_PyBytes_Resize(&out, size) < 0) return NULL;
+    return out;
+}
+
+/* unpack_positions(packed) -> [(line, col, role), ...] in the packed order (ValueError when truncated). */
+static PyObject *unpack_positions(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
+    const uint8_t *s = view.buf;
+    Py_ssize_t n = view.len, at = 0;
+    int64_t line = 0;
+    PyObject *roles[4] = {NULL, NULL, NULL, NULL};
+    PyObject *out = PyList_New(0);
+    for (int k = 0; k < 4 && out != NULL; k++) {
+        roles[k] = PyUnicode_FromStringAndSize(&ROLE_LETTERS[k], 1);
+        if (roles[k] == NULL) Py_CLEAR(out);
+    }
+    while (out != NULL && at < n) {
+        uint64_t zigzag, packed;
+        if (get_varint(s, n, &at, &zigzag) < 0 || get_varint(s, n, &at, &packed) < 0) {
+            PyErr_SetString(PyExc_ValueError, "positions: truncated");
+            Py_CLEAR(out);
+            break;
+        }
+        line += zigzag & 1 ? -(int64_t)((zigzag + 1) >> 1) : (int64_t)(zigzag >> 1);
+        PyObject *item = Py_BuildValue("(LKO)", (long long)line, (unsigned long long)(packed >> 2), roles[packed & 3]);
+        if (item == NULL || PyList_Append(out, item) < 0) {
+            Py_XDECREF(item);
+            Py_CLEAR(out);
+            break;
+        }
+        Py_DECREF(item);
+    }
+    for (int k = 0; k < 4; k++) Py_XDECREF(roles[k]);
+    PyBuffer_Release(&view);
+    return out;
+}
+
 static void groups_free(Groups *g) {
     for (Py_ssize_t k = 0; k < g->count; k++) free(g->groups[k].positions);
     free(g->groups);
@@ -1282,8 +1407,15 @@ static PyObject *occurrence_rows(Parser *p, Py_ssize_t file_id) {
         if (file_id >= 0) {
             /* the table's rows */
             if (group_elided(g, s)) continue;
-            item = Py_BuildValue("(Nns#)", decode(s + g->start, g->length), file_id, g->used ? g->positions : "",
-                                 g->used);
+            uint8_t *packed = malloc((size_t)packed_bound(g->used));
+            if (packed == NULL) {
+                PyErr_NoMemory();
+                Py_CLEAR(rows);
+                goto done;
+            }
+            Py_ssize_t size = g->used ? pack_text(g->positions, g->used, packed) : 0;
+            item = Py_BuildValue("(Nny#)", decode(s + g->start, g->length), file_id, (const char *)packed, size);
+            free(packed);
         } else {
             if (!g->used) continue;
             item = Py_BuildValue("(Ns#)", decode(s + g->start, g->length), g->positions, g->used);
@@ -1370,6 +1502,8 @@ typedef struct {
     PyObject_HEAD
     sqlite3 *db;
     sqlite3_stmt *symbol, *occurrence, *import;
+    uint8_t *packed; /* the positions of the occurrence row being inserted, packed */
+    Py_ssize_t packed_capacity;
 } Writer;
 
 static PyObject *sqlite_error(sqlite3 *db, const char *what) {
@@ -1388,14 +1522,28 @@ static void writer_close_handles(Writer *w) {
 
 static int writer_init(Writer *w, PyObject *args, PyObject *kwds) {
     (void)kwds;
-    const char *path;
-    if (!PyArg_ParseTuple(args, "s", &path)) return -1;
+    const char *path, *scratch = NULL;
+    if (!PyArg_ParseTuple(args, "s|z", &path, &scratch)) return -1;
     writer_close_handles(w);
-    if (sqlite3_open_v2(path, &w->db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
-        sqlite3_exec(w->db, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;", NULL, NULL, NULL) != SQLITE_OK ||
+    /* With `scratch`: the occurrence rows go to that file's `occurrences` table (attached as `scratch`), from which
+       the build copies them in key order into the index's own (codenav/builder.py). */
+    char *attach = scratch ? sqlite3_mprintf("ATTACH %Q AS scratch", scratch) : NULL;
+    if (scratch && attach == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int failed = sqlite3_open_v2(path, &w->db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
+                 sqlite3_exec(w->db, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;", NULL, NULL, NULL) != SQLITE_OK ||
+                 (attach && sqlite3_exec(w->db, attach, NULL, NULL, NULL) != SQLITE_OK) ||
+                 (attach && sqlite3_exec(w->db, "PRAGMA scratch.journal_mode=OFF; PRAGMA scratch.synchronous=OFF;", NULL,
+                                         NULL, NULL) != SQLITE_OK);
+    sqlite3_free(attach);
+    const char *insert_occurrence =
+        scratch ? "INSERT INTO scratch.occurrences VALUES (?, ?, ?)" : "INSERT INTO occurrences VALUES (?, ?, ?)";
+    if (failed ||
         sqlite3_prepare_v2(w->db, "INSERT INTO symbols VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", -1, &w->symbol,
                            NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(w->db, "INSERT INTO occurrences VALUES (?, ?, ?)", -1, &w->occurrence, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(w->db, insert_occurrence, -1, &w->occurrence, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(w->db, "INSERT INTO imports VALUES (?, ?, '', '', ?)", -1, &w->import, NULL) != SQLITE_OK) {
         sqlite_error(w->db, "open");
         writer_close_handles(w);
@@ -1406,6 +1554,8 @@ static int writer_init(Writer *w, PyObject *args, PyObject *kwds) {
 
 static void writer_dealloc(Writer *w) {
     writer_close_handles(w);
+    free(w->packed);
+    w->packed = NULL;
     Py_TYPE(w)->tp_free((PyObject *)w);
 }
 
@@ -1472,9 +1622,21 @@ static int insert_rows(Writer *w, Parser *p, sqlite3_int64 file_id) {
         const Group *g = &groups.groups[k];
         if (group_elided(g, p->s)) continue;
         sqlite3_stmt *st = w->occurrence;
+        if (packed_bound(g->used) > w->packed_capacity) {
+            uint8_t *grown = realloc(w->packed, (size_t)packed_bound(g->used));
+            if (grown == NULL) {
+                groups_free(&groups);
+                PyErr_NoMemory();
+                return -2;
+            }
+            w->packed = grown;
+            w->packed_capacity = packed_bound(g->used);
+        }
+        Py_ssize_t size = g->used ? pack_text(g->positions, g->used, w->packed) : 0;
         int rc = bind_text(st, 1, p->s + g->start, g->length);
         if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st, 2, file_id);
-        if (rc == SQLITE_OK) rc = sqlite3_bind_text(st, 3, g->used ? g->positions : "", (int)g->used, SQLITE_STATIC);
+        /* a zero-length blob, not NULL, for a defined name that never occurs */
+        if (rc == SQLITE_OK) rc = sqlite3_bind_blob(st, 3, size ? (const void *)w->packed : "", (int)size, SQLITE_STATIC);
         if (rc == SQLITE_OK && sqlite3_step(st) != SQLITE_DONE) rc = SQLITE_ERROR;
         sqlite3_reset(st);
         if (rc != SQLITE_OK) result = -1;
@@ -1539,7 +1701,8 @@ static PyTypeObject WriterType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "codewell.codenav._lex.Writer",
     .tp_basicsize = sizeof(Writer),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Writer(path): inserts scanned C files' rows into the codenav index file at path.",
+    .tp_doc = "Writer(path[, scratch]): inserts scanned C files' rows into the codenav index file at path (the\n"
+              "occurrence rows into the file `scratch`, attached, when given).",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)writer_init,
     .tp_dealloc = (destructor)writer_dealloc,
@@ -1567,6 +1730,9 @@ static PyObject *longest_line(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef METHODS[] = {
+    {"pack_positions", pack_positions, METH_VARARGS, "pack_positions(text) -> bytes: 'line:col:role;...' packed."},
+    {"unpack_positions", unpack_positions, METH_VARARGS,
+     "unpack_positions(packed) -> [(line, col, role), ...]: packed positions as (int, int, str) tuples."},
     {"longest_line", longest_line, METH_VARARGS, "longest_line(data, limit) -> length of the longest line in data[:limit]."},
     {"scan_c", scan_c, METH_VARARGS,
      "scan_c(data[, file_id]) -> (symbols, occurrence rows, includes): definitions, identifiers grouped by name,\n"

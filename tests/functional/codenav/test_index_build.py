@@ -46,7 +46,7 @@ def _tables(path: Path) -> dict[str, list[tuple[object, ...]]]:
         }
         # tree-sitter's captures come in no fixed order: so do the positions of one row.
         tables["occurrences"] = sorted(
-            (name, file_id, sorted(positions.split(";")))
+            (name, file_id, sorted(native.unpack_positions(positions)))
             for name, file_id, positions in db.execute("SELECT * FROM occurrences")
         )
         return tables
@@ -115,7 +115,7 @@ def test_occurrences_read_back_every_identifier_extraction_found(
     index = open_index(tmp_path / "index.sqlite")
     assert index is not None
     try:
-        (rows,) = index.db.execute("SELECT count(*) FROM occurrences WHERE positions != ''").fetchone()
+        (rows,) = index.db.execute("SELECT count(*) FROM occurrences WHERE length(positions) > 0").fetchone()
         assert rows < pairs - 50  # the generated header's macros, among others, have no row
         for name, by_path in expected.items():
             found = index.occurrences(name)
@@ -136,7 +136,7 @@ def test_the_native_writer_stores_the_rows_the_scanner_returns(tmp_path: Path, m
     work = make_repo(tmp_path / "work", FILES)
     head = str(pygit2.Repository(str(work)).head.peel(pygit2.Commit).id)
     build_index(tmp_path / "writer.sqlite", work, head, {"repo": "r"}, None)
-    monkeypatch.setattr(native, "row_writer", lambda _path: None)
+    monkeypatch.setattr(native, "row_writer", lambda _path, _scratch: None)
     build_index(tmp_path / "rows.sqlite", work, head, {"repo": "r"}, None)
     written, returned = _tables(tmp_path / "writer.sqlite"), _tables(tmp_path / "rows.sqlite")
     assert written == returned
@@ -178,3 +178,21 @@ def test_a_build_that_fails_leaves_no_file(tmp_path: Path, monkeypatch: pytest.M
     with pytest.raises(RuntimeError, match="extraction failed"):
         build_index(tmp_path / "out" / "index.sqlite", work, head, {"repo": "r"}, None)
     assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_names_that_decode_alike_keep_every_position(tmp_path: Path) -> None:
+    # Two spellings whose invalid UTF-8 decodes to the same name: two rows of one (name, file) in the occurrences
+    # table, whose key is the whole row; both are read back.
+    source = b"int bad\xff;\nint bad\xfe;\nint f(void) { return bad\xff + bad\xfe; }\n"
+    work = make_repo(tmp_path / "work", {"a.c": source})
+    head = str(pygit2.Repository(str(work)).head.peel(pygit2.Commit).id)
+    build_index(tmp_path / "index.sqlite", work, head, {"repo": "r"}, None)
+    index = open_index(tmp_path / "index.sqlite")
+    assert index is not None
+    try:
+        found = index.occurrences("bad\ufffd")
+        assert sorted(found["a.c"]) == [(1, 5, "d"), (2, 5, "d"), (3, 22, "r"), (3, 29, "r")]
+        (rows,) = index.db.execute("SELECT count(*) FROM occurrences WHERE name = 'bad\ufffd'").fetchone()
+        assert rows == 2
+    finally:
+        index.close()

@@ -3,6 +3,7 @@ the tree-sitter path it replaces for C files."""
 
 from __future__ import annotations
 
+import random
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -205,10 +206,9 @@ def test_table_rows_say_what_the_objects_say() -> None:
     assert not rows.symbols
     assert {row[1] for row in rows.occurrence_rows} == {7}
     expanded = {
-        (name, int(line), int(column), role)
-        for name, _, joined in rows.occurrence_rows
-        if joined
-        for line, column, role in (spot.split(":") for spot in joined.split(";"))
+        (name, line, column, role)
+        for name, _, packed in rows.occurrence_rows
+        for line, column, role in native.unpack_positions(packed)
     }
     with_row = {name for name, _, _ in rows.occurrence_rows}
     from_symbols = {(row[1], row[4], row[5], "d") for row in rows.symbol_rows if row[1] not in with_row}
@@ -230,7 +230,7 @@ def test_a_defined_name_that_never_occurs_has_an_empty_row() -> None:
     rows = extract("a.c", source, file_id=1)
     assert rows.occurrence_rows is not None
     # ONLY_HERE and f occur only where they are defined: no row.
-    assert sorted(rows.occurrence_rows) == [("bool", 1, ""), ("used", 1, "3:5:d;4:22:r")]
+    assert sorted(rows.occurrence_rows) == [("bool", 1, b""), ("used", 1, native.pack_positions("3:5:d;4:22:r"))]
     assert {o.name for o in extract("a.c", source).occurrences} == {"ONLY_HERE", "used", "f"}
 
 
@@ -251,6 +251,32 @@ def test_same_definitions_as_tree_sitter_on_kernel_style_c_where_tree_sitter_par
     agreed |= {"queue_state", "QUEUE_IDLE", "QUEUE_BUSY", "QUEUE_DEAD", "queue_submit", "queue_lock_t", "lock"}
     assert {d for d in _defs(fast) if d[2] in agreed} == {d for d in _defs(slow) if d[2] in agreed}
     assert len({d[2] for d in _defs(fast) if d[2] in agreed}) == len(agreed)
+
+
+def test_packed_positions_round_trip_natively_and_in_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The occurrences table's positions (codenav/store.py): packed by the scanner's module when it is built, by
+    # Python otherwise; both must give the same bytes and read back what was packed, in its order.
+    rng = random.Random(30)
+    texts = ["", "1:1:d", "3:5:d;4:22:r", "100000:70000:i;1:1:m;1:1:m", f"{2**32 - 1}:{2**32 - 1}:r;0:0:d"]
+    for _ in range(300):
+        spots = [
+            (rng.randint(1, 1 << rng.choice((7, 14, 21))), rng.randint(0, 300), rng.choice("drmi"))
+            for _ in range(rng.randint(1, 40))
+        ]
+        texts.append(";".join(f"{line}:{column}:{role}" for line, column, role in spots))
+    native_packed = [native.pack_positions(text) for text in texts]
+    native_read = [native.unpack_positions(packed) for packed in native_packed]
+    monkeypatch.setattr(native, "_lex", None)
+    assert [native.pack_positions(text) for text in texts] == native_packed
+    assert [native.unpack_positions(packed) for packed in native_packed] == native_read
+    for text, spots in zip(texts, native_read, strict=True):
+        assert ";".join(f"{line}:{column}:{role}" for line, column, role in spots) == text
+    assert len(native_packed[2]) == 4  # two occurrences in 4 bytes ("3:5:d;4:22:r" is 12 characters)
+    for bad in ("1:2", "1:2:x", "1:2:r;", "a:1:r", "1:2:rr", f"{2**32}:1:r"):
+        with pytest.raises(ValueError, match="positions: not line:col:role"):
+            native.pack_positions(bad)
+    with pytest.raises(ValueError, match="positions: truncated"):
+        native.unpack_positions(b"\x80")
 
 
 def test_longest_line_matches_python() -> None:
