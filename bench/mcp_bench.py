@@ -281,11 +281,15 @@ async def load(url: str, token: str, files: list[str], clients: int, seconds: fl
             n += 1
         await client.close()
 
+    connections: list[int] = []
+
     async def sampler() -> None:
         while time.perf_counter() < deadline:
             await asyncio.sleep(seconds / 6)
             for pid, samples in memory.items():
                 samples.append(rss_kib(pid))
+            if not connections:  # once every client has connected: which process holds how many
+                connections.extend(connections_of(pids, urlsplit(url).port or 80))
 
     started = time.perf_counter()
     cpu_start = {pid: cpu_seconds(pid) for pid in pids}
@@ -309,9 +313,28 @@ async def load(url: str, token: str, files: list[str], clients: int, seconds: fl
         "capacity_calls_per_s_2_cores": round(2 * len(latencies) / max(server_cpu, 1e-9), 1),
         # How the work spread over the processes (SO_REUSEPORT spreads connections, not calls).
         "server_cpu_share": [round(cpu / max(server_cpu, 1e-9), 3) for cpu in cpu_each.values()],
+        "connections_per_process": connections,
         "load_average": os.getloadavg(),
         "rss_kib": list(memory.values()),
     }
+
+
+def connections_of(pids: list[int], port: int) -> list[int]:
+    """How many established connections to `port` each of `pids` holds (from /proc: the kernel's view)."""
+    local = f"0100007F:{port:04X}"
+    established = {
+        fields[9]
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]
+        if (fields := line.split())[1] == local and fields[3] == "01"
+    }
+    counts = []
+    for pid in pids:
+        held = set()
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):  # closed meanwhile
+                held.add(os.readlink(fd).removeprefix("socket:[").removesuffix("]"))
+        counts.append(len(held & established))
+    return counts
 
 
 def wait_idle(pids: list[int], limit: float = 120.0) -> None:
@@ -451,7 +474,8 @@ def print_load(figures: dict[str, Any]) -> None:
     print(
         f"load: {figures['web_processes']} web processes, {figures['clients']} clients: {figures['calls_per_s']} "
         f"calls/s, p50 {figures['p50_ms']} ms, p99 {figures['p99_ms']} ms, errors {figures['errors']}; server CPU "
-        f"{figures['server_cpu_ms_per_call']} ms/call (all web processes, shares {figures['server_cpu_share']}), "
+        f"{figures['server_cpu_ms_per_call']} ms/call (all web processes, shares {figures['server_cpu_share']}, "
+        f"connections {figures['connections_per_process']}), "
         f"load generator {figures['load_generator_cpu_ms_per_call']} ms CPU/call: "
         f"{figures['capacity_calls_per_s_2_cores']} calls/s if the server had both cores; "
         f"RSS MiB per process {rss}; load average {' '.join(f'{x:.1f}' for x in figures['load_average'])}"
