@@ -286,8 +286,16 @@ typedef struct {
     int doc_bits;
     uint32_t gen; /* the current document's */
     /* output */
-    int32_t *pair_term, *pair_count;
+    /* A pair's count in 16 bits (half the memory of 32: the pairs are most of the build's peak); a count of
+       WIDE_COUNT or more is WIDE_COUNT there and its value in `wide` ((pair, count) in pair order). The current
+       document's counts are kept in 32 bits in `doc_count` (from its first pair) until end_doc. */
+    int32_t *pair_term;
+    uint16_t *pair_count;
     Py_ssize_t pairs, pairs_cap, doc_first; /* doc_first: the current document's first pair */
+    int32_t *doc_count;
+    Py_ssize_t doc_count_cap;
+    int64_t *wide;
+    Py_ssize_t wide_n, wide_cap; /* pairs in `wide` (2 int64 each) */
     int64_t *doc_len, *doc_pairs;
     Py_ssize_t docs, docs_cap;
     /* the terms of the current file's path's identifiers */
@@ -301,6 +309,7 @@ typedef struct {
     Py_ssize_t line_cap;
     int busy; /* in add_file: word_token calling back into the counter would invalidate its table slots */
     int sealed; /* seal() freed what counting needs: nothing can be added any more */
+    int closed; /* finish_counting() (or seal()) freed the identifier and word tables: nothing can be added */
     Py_ssize_t sealed_terms; /* the number of terms when sealed (their table is freed) */
 } TermCounter;
 
@@ -452,6 +461,8 @@ static int doc_resize(TermCounter *self, int bits) {
     return 0;
 }
 
+#define WIDE_COUNT 0xFFFF
+
 /* Count `terms` `weight` times into document self->docs. */
 static int count_terms(TermCounter *self, Terms terms, int32_t weight) {
     int32_t doc = (int32_t)self->docs;
@@ -460,10 +471,12 @@ static int count_terms(TermCounter *self, Terms terms, int32_t weight) {
     if (self->pairs + n > self->pairs_cap) {
         Py_ssize_t cap = self->pairs_cap, cap2 = self->pairs_cap; /* both arrays grow alike */
         if (grow((void **)&self->pair_term, &cap, self->pairs + n, sizeof(int32_t)) < 0 ||
-            grow((void **)&self->pair_count, &cap2, self->pairs + n, sizeof(int32_t)) < 0)
+            grow((void **)&self->pair_count, &cap2, self->pairs + n, sizeof(uint16_t)) < 0)
             return -1;
         self->pairs_cap = cap < cap2 ? cap : cap2;
     }
+    if (grow((void **)&self->doc_count, &self->doc_count_cap, self->pairs - self->doc_first + n, sizeof(int32_t)) < 0)
+        return -1;
     Py_ssize_t mask = self->doc_size - 1;
     for (int32_t i = 0; i < n; i++) {
         int32_t t = ids[i];
@@ -471,12 +484,12 @@ static int count_terms(TermCounter *self, Terms terms, int32_t weight) {
         while (slot->gen == self->gen && slot->term != t)
             slot = &self->doc_terms[(slot - self->doc_terms + 1) & mask];
         if (slot->gen == self->gen) {
-            self->pair_count[self->doc_first + slot->at] += weight;
+            self->doc_count[slot->at] += weight;
             continue;
         }
         *slot = (DocSlot){t, (int32_t)(self->pairs - self->doc_first), self->gen};
         self->pair_term[self->pairs] = t;
-        self->pair_count[self->pairs] = weight;
+        self->doc_count[self->pairs - self->doc_first] = weight;
         self->pairs++;
         if (2 * ++self->doc_n > self->doc_size) {
             if (doc_resize(self, self->doc_bits + 1) < 0) return -1;
@@ -677,12 +690,33 @@ static int count_body(TermCounter *self, const uint8_t *s, Py_ssize_t start, Py_
     return 0;
 }
 
-static void end_doc(TermCounter *self) {
+/* The current document's counts into the pairs' 16 bits (and `wide`); -1 with MemoryError. */
+static int end_doc(TermCounter *self) {
     if (self->pairs - self->doc_first > INT32_MAX) { /* cannot happen: a chunk is at most 1 MiB */
         Py_FatalError("nls _tokenize: a chunk with over 2**31 distinct terms");
     }
+    for (Py_ssize_t k = 0; k < self->pairs - self->doc_first; k++) {
+        int32_t count = self->doc_count[k];
+        if (count < WIDE_COUNT) {
+            self->pair_count[self->doc_first + k] = (uint16_t)count;
+            continue;
+        }
+        if (grow((void **)&self->wide, &self->wide_cap, 2 * (self->wide_n + 1), sizeof(int64_t)) < 0) return -1;
+        self->wide[2 * self->wide_n] = self->doc_first + k;
+        self->wide[2 * self->wide_n + 1] = count;
+        self->wide_n++;
+        self->pair_count[self->doc_first + k] = WIDE_COUNT;
+    }
     self->doc_pairs[self->docs] = self->pairs - self->doc_first;
     self->docs++;
+    return 0;
+}
+
+/* Pair p's count; `*w`: a cursor into `wide` for pairs read in order (start at 0). */
+static inline int64_t pair_count_at(const TermCounter *self, Py_ssize_t p, Py_ssize_t *w) {
+    if (self->pair_count[p] != WIDE_COUNT) return self->pair_count[p];
+    while (*w < self->wide_n && self->wide[2 * *w] < p) ++*w;
+    return *w < self->wide_n && self->wide[2 * *w] == p ? self->wide[2 * *w + 1] : WIDE_COUNT;
 }
 
 /* Forget the documents from `docs` on (a call that failed half-way): their pairs (the next document has a new
@@ -690,6 +724,7 @@ static void end_doc(TermCounter *self) {
 static void roll_back(TermCounter *self, Py_ssize_t docs, Py_ssize_t pairs) {
     self->pairs = pairs;
     self->docs = docs;
+    while (self->wide_n && self->wide[2 * (self->wide_n - 1)] >= pairs) self->wide_n--;
 }
 
 /* ---- chunking (index.py's chunk_file on the bytes) ---------------------------------------------------------- */
@@ -875,8 +910,9 @@ static int begin_adding(TermCounter *self, const char *name, PyObject *data_obj,
         PyErr_Format(PyExc_RuntimeError, "%s called from word_token: the counter is busy", name);
         return -1;
     }
-    if (self->sealed) {
-        PyErr_Format(PyExc_RuntimeError, "%s called after seal(): the counter takes no more documents", name);
+    if (self->sealed || self->closed) {
+        PyErr_Format(PyExc_RuntimeError, "%s called after finish_counting() or seal(): the counter takes no more "
+                     "documents", name);
         return -1;
     }
     if (PyObject_GetBuffer(data_obj, data, PyBUF_SIMPLE) < 0) return -1;
@@ -931,7 +967,7 @@ static PyObject *add_file(TermCounter *self, PyObject *args) {
             (symbol_weight &&
              scan(self, (const uint8_t *)PyBytes_AS_STRING(names), 0, PyBytes_GET_SIZE(names), symbol_weight) < 0))
             goto done;
-        end_doc(self);
+        if (end_doc(self) < 0) goto done;
     }
     result = Py_NewRef(Py_None);
 done:
@@ -992,10 +1028,13 @@ static PyObject *add_source(TermCounter *self, PyObject *args) {
             for (Py_ssize_t i = 0; names != NULL && i < n_spans; i++)
                 PyTuple_SET_ITEM(names, i, Py_NewRef(spans[i].name));
         } else {
-            end_doc(self);
+            if (end_doc(self) < 0) goto done;
             continue;
         }
-        end_doc(self);
+        if (end_doc(self) < 0) {
+            Py_XDECREF(names);
+            goto done;
+        }
         if (names == NULL) goto done;
         PyObject *entry = Py_BuildValue("(nN)", first_row + k, names);
         if (entry == NULL || PyList_Append(named, entry) < 0) {
@@ -1040,8 +1079,11 @@ static void drop_documents(TermCounter *self) {
     PyMem_Free(self->pair_count);
     PyMem_Free(self->doc_len);
     PyMem_Free(self->doc_pairs);
-    self->pair_term = self->pair_count = NULL;
-    self->doc_len = self->doc_pairs = NULL;
+    PyMem_Free(self->wide);
+    self->pair_term = NULL;
+    self->pair_count = NULL;
+    self->doc_len = self->doc_pairs = self->wide = NULL;
+    self->wide_n = self->wide_cap = 0;
     self->pairs = self->pairs_cap = self->docs = self->docs_cap = 0;
 }
 
@@ -1158,7 +1200,7 @@ static PyObject *bm25(TermCounter *self, PyObject *args) {
         goto done;
     }
     memcpy(next, ptr, (size_t)n * 8);
-    Py_ssize_t p = 0;
+    Py_ssize_t p = 0, w = 0;
     for (Py_ssize_t d = 0; d < self->docs; d++) {
         Py_ssize_t count = self->doc_pairs[d];
         if (count == 0) { /* the empty term, once */
@@ -1170,7 +1212,7 @@ static PyObject *bm25(TermCounter *self, PyObject *args) {
         }
         for (Py_ssize_t end = p + count; p < end; p++) { /* documents in order: ascending within each term */
             int32_t t = self->pair_term[p];
-            double tf = (double)(float)self->pair_count[p];
+            double tf = (double)(float)pair_count_at(self, p, &w);
             int64_t at = next[t]++;
             indices[at] = (int32_t)d;
             data[at] = (float)((double)idf[t] * (tf / (norm[d] + tf)));
@@ -1195,15 +1237,19 @@ static PyObject *export(TermCounter *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOO", &objs[0], &objs[1], &objs[2], &objs[3])) return NULL;
     const Py_ssize_t items[4] = {self->docs, self->docs, self->pairs, self->pairs};
     const Py_ssize_t size[4] = {8, 8, 4, 4};
-    const void *src[4] = {self->doc_len, self->doc_pairs, self->pair_term, self->pair_count};
+    const void *src[4] = {self->doc_len, self->doc_pairs, self->pair_term, NULL}; /* counts: widened below */
     const char *names[4] = {"doc_len", "doc_pairs", "terms", "counts"};
     Py_buffer views[4];
     int got = 0;
     for (; got < 4; got++)
         if (writable(objs[got], &views[got], items[got], size[got], names[got]) < 0) break;
-    if (got == 4)
-        for (int i = 0; i < 4; i++)
+    if (got == 4) {
+        for (int i = 0; i < 3; i++)
             if (items[i]) memcpy(views[i].buf, src[i], (size_t)(items[i] * size[i]));
+        int32_t *counts = views[3].buf;
+        Py_ssize_t w = 0;
+        for (Py_ssize_t p = 0; p < self->pairs; p++) counts[p] = (int32_t)pair_count_at(self, p, &w);
+    }
     for (int i = 0; i < got; i++) PyBuffer_Release(&views[i]);
     if (got < 4) return NULL;
     drop_documents(self); /* moved out: the documents are gone from the counter (its memory is the build's peak) */
@@ -1324,11 +1370,34 @@ PyDoc_STRVAR(seal_doc,
              "top of them; call it after vocab_json(). The documents and their pairs stay (sizes() still counts the\n"
              "terms); adding a document, tokens() and vocab_json() raise RuntimeError afterwards.");
 
+PyDoc_STRVAR(finish_counting_doc,
+             "finish_counting() -> None\n\n"
+             "Free what only counting needs, the identifier and word tables (on the Linux tree the biggest part of the\n"
+             "counter's memory besides the pairs), so that vocab_json()'s bytes do not come on top of them. The\n"
+             "terms stay (vocab_json() and tokens() still answer); adding a document raises RuntimeError afterwards.");
+
+static PyObject *finish_counting(TermCounter *self, PyObject *Py_UNUSED(ignored)) {
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "finish_counting called from word_token: the counter is busy");
+        return NULL;
+    }
+    ids_free(&self->idents);
+    table_free(&self->words);
+    PyMem_Free(self->hot);
+    PyMem_Free(self->exp);
+    self->hot = NULL;
+    self->exp = NULL;
+    self->exp_n = self->exp_cap = 0;
+    self->closed = 1;
+    Py_RETURN_NONE;
+}
+
 static PyObject *seal(TermCounter *self, PyObject *Py_UNUSED(ignored)) {
     if (self->busy) {
         PyErr_SetString(PyExc_RuntimeError, "seal called from word_token: the counter is busy");
         return NULL;
     }
+    self->closed = 1;
     self->sealed_terms = self->tokens.n;
     ids_free(&self->idents);
     table_free(&self->words);
@@ -1371,6 +1440,8 @@ static void TermCounter_dealloc(TermCounter *self) {
     table_free(&self->words);
     ids_free(&self->idents);
     PyMem_Free(self->hot);
+    PyMem_Free(self->doc_count);
+    PyMem_Free(self->wide);
     void *bufs[] = {self->exp,       self->doc_terms, self->pair_term, self->pair_count, self->doc_len,
                     self->doc_pairs, self->path_terms, self->scratch,  self->name_buf,   self->line_at};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) PyMem_Free(bufs[i]);
@@ -1387,6 +1458,7 @@ static PyMethodDef counter_methods[] = {
     {"lengths", (PyCFunction)lengths, METH_VARARGS, lengths_doc},
     {"frequencies", (PyCFunction)frequencies, METH_VARARGS, frequencies_doc},
     {"bm25", (PyCFunction)bm25, METH_VARARGS, bm25_doc},
+    {"finish_counting", (PyCFunction)finish_counting, METH_NOARGS, finish_counting_doc},
     {"seal", (PyCFunction)seal, METH_NOARGS, seal_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -8,7 +8,6 @@ and a whole file when the file is small. Each chunk's tokens come from its field
 
 from __future__ import annotations
 
-import array
 import functools
 import itertools
 import json
@@ -19,12 +18,13 @@ import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 import bm25s
 import numpy as np
 import Stemmer
 
-from codewell.nls.native import NativeCorpus, available
+from codewell.nls.native import PACKED_VOCAB, NativeCorpus, available, narrow_indptr, pack_vocab
 
 __all__ = [
     "Chunk",
@@ -37,6 +37,7 @@ __all__ = [
     "indexable",
     "is_current",
     "load",
+    "load_model",
     "source_lines",
     "terms",
 ]
@@ -159,15 +160,17 @@ _ROW_BYTES = 5 * 8
 _WEIGHTS = (COMMENT_BOOST, PATH_BOOST, SYMBOL_BOOST)
 # 3: every indexed file's bytes stored (`texts.bin` + `texts.npy`), so a query reads no blob: the boosts match the
 # candidates' text, the answer shows the hits' lines. 4: the same bytes, each chunk's compressed on its own (raw
-# deflate): less than half the size (on the Linux tree the stored texts were more than half of the index) for a few
-# microseconds per chunk a query reads. Indexes of formats 2 and 3 are still read (a format 2 query reads the
-# candidates' blobs, as before) and are rebuilt at the next indexing.
-FORMAT = 4
-_READABLE_FORMATS = frozenset({2, 3, FORMAT})
-# zlib's level for the chunks' texts: the per-call setup dominates on chunks of a few KB (levels 1-6 compress at
-# the same speed there), and 6 compresses a little better.
-_TEXT_LEVEL = 6
+# deflate). 5: no texts stored: a query reads its candidates' bytes from search's shard, which holds every file of
+# the indexed commit already (git for the few files it holds no bytes of, or when it no longer holds the commit),
+# and the chunk table is int32 (every column is a line number, a byte offset within a file of at most 1 MiB, or a
+# file number), as are bm25s's column pointers, and bm25s's vocabulary is deflated (native.PACKED_VOCAB). On the Linux
+# tree the stored texts were 381 of format 4's 1,125 MB. Indexes of formats 2, 3 and 4
+# are still read (a format 2 query reads the candidates' blobs, as before) and are rebuilt at the next indexing.
+FORMAT = 5
+_READABLE_FORMATS = frozenset({2, 3, 4, FORMAT})
 _TABLE = "chunks.npy"
+# bm25s's column pointers (one per term, 4M on the Linux tree): int32 since format 5, where bm25s writes int64.
+_INDPTR = "indptr.csc.index.npy"
 _FILES = "files.json"
 _TEXTS = "texts.bin"
 _TEXT_STARTS = "texts.npy"
@@ -179,13 +182,13 @@ def decode_lines(raw: bytes, count: int) -> list[str]:
 
 
 class ChunkTexts:
-    """The text of every chunk, read from the index instead of the blob.
+    """The text of every chunk, read from an index of format 3 or 4 instead of the blob (format 5 stores none).
 
-    Written by the build beside the chunk table: every chunk's bytes compressed on its own (raw deflate), end to end
-    in chunk order (`texts.bin`, memory-mapped when loaded), and where each chunk's starts (`texts.npy`, one more
-    than chunks). Format 3 stored every indexed file's bytes uncompressed and `texts.npy` held where each file
-    starts: a chunk's bytes were its file's start plus the chunk's byte range in the chunk table. `texts[i]` is
-    chunk i's lower-cased text (its lines joined by newlines, UTF-8).
+    Format 4 stored every chunk's bytes compressed on its own (raw deflate), end to end in chunk order (`texts.bin`,
+    memory-mapped when loaded), and where each chunk's starts (`texts.npy`, one more than chunks). Format 3 stored
+    every indexed file's bytes uncompressed and `texts.npy` held where each file starts: a chunk's bytes were its
+    file's start plus the chunk's byte range in the chunk table. `texts[i]` is chunk i's lower-cased text (its lines
+    joined by newlines, UTF-8).
     """
 
     def __init__(self, data: mmap.mmap | bytes, starts: np.ndarray, table: np.ndarray, *, per_chunk: bool) -> None:
@@ -211,26 +214,6 @@ class ChunkTexts:
     def __getitem__(self, chunk: int) -> bytes:
         return "\n".join(self.lines(chunk)).lower().encode()
 
-    class Writer:
-        """Streams the chunks' compressed bytes to the index folder as the build goes (never holding them all)."""
-
-        def __init__(self, folder: Path) -> None:
-            self._out = (folder / _TEXTS).open("wb")
-            self._folder = folder
-            self._starts = array.array("q", [0])  # 8 bytes a chunk, not a Python int's 36
-
-        def add(self, data: bytes | memoryview, ranges: Iterable[tuple[int, int]]) -> None:
-            """The chunks of one file: `data` is the file's bytes, `ranges` each chunk's (byte start, byte end)."""
-            view = memoryview(data)
-            for byte_start, byte_end in ranges:
-                packed = zlib.compress(view[byte_start:byte_end], _TEXT_LEVEL, -15)
-                self._out.write(packed)
-                self._starts.append(self._starts[-1] + len(packed))
-
-        def close(self) -> None:
-            self._out.close()
-            np.save(self._folder / _TEXT_STARTS, np.asarray(self._starts, dtype=np.int64))
-
     @classmethod
     def open(cls, folder: Path, table: np.ndarray, *, per_chunk: bool = True) -> ChunkTexts:
         """The texts of the index in `folder` (`per_chunk`: of format 4; format 3 stored whole files)."""
@@ -252,14 +235,17 @@ class NlsIndex:
         blobs: list[str],
         symbols: dict[int, tuple[str, ...]],
         texts: ChunkTexts | None = None,
+        format: int = 5,
     ) -> None:
         self.model = model
         self.table = table
         self.paths = paths
         self.blobs = blobs
         self.symbols = symbols
-        # None for an index of format 2 (read compatibly: queries then read the candidates' blobs).
+        # None but for an index of format 3 or 4: format 5 reads the chunks' bytes from search's shard (the caller's:
+        # nls/service.py), format 2 (read compatibly) from the candidates' blobs.
         self.texts = texts
+        self.format = format
         self._path_terms: dict[int, frozenset[str]] = {}
         self._symbol_terms: dict[int, frozenset[str]] = {}
 
@@ -268,7 +254,7 @@ class NlsIndex:
 
     @property
     def lower(self) -> ChunkTexts | None:
-        """The chunks' lower-cased texts (`lower[i]`), when the index stores the texts (formats 3 and 4)."""
+        """The chunks' lower-cased texts (`lower[i]`), when the index stores the texts (formats 3 and 4 only)."""
         return self.texts
 
     def chunk(self, i: int) -> Chunk:
@@ -340,17 +326,16 @@ class _Chunks:
     """What the build collects file by file: the indexed files, the chunk table, the chunks' symbol names, and
     the terms counted, by the C counter (`native`) or as token lists for bm25s (the Python path)."""
 
-    def __init__(self, native: NativeCorpus | None) -> None:
+    def __init__(self, native: NativeCorpus | None, symbols: TextIO) -> None:
         self.native = native
         self.paths: list[str] = []
         self.blobs: list[str] = []
-        # Tuples, not lists: tuples of strings leave the garbage collector's care, and thousands of lists kept to
-        # the end made each full collection of the build slower (json writes both alike).
-        self.symbols: list[tuple[int, tuple[str, ...]]] = []
+        # The chunks' symbol names, (row, names) as files.json lists them, written out file by file as JSON list
+        # items: kept to the end they were ~0.2 GB of the Linux build's peak (a million tuples of strings).
+        self._symbols = symbols
+        self._symbols_written = False
         self.rows = 0
-        # (byte start, byte end) of the chunks of the file added last, for the stored texts
-        self.last_ranges: list[tuple[int, int]] = []
-        self._table: list[bytes] = []  # native: per file the rows the counter returns (int64, 5 columns)
+        self._table: list[bytes] = []  # native: per file the rows the counter returns (int32 here, 5 columns)
         self._rows: list[tuple[int, int, int, int, int]] = []  # Python
         self.corpus: list[list[str]] = []  # Python
 
@@ -361,21 +346,17 @@ class _Chunks:
             raw, named = self.native.add_source(f.data, f.spans, f.path, len(self.paths), self.rows, _WEIGHTS)
             if not raw:
                 return False
-            self._table.append(raw)
-            self.symbols.extend(named)
+            self._table.append(np.frombuffer(raw, dtype=np.int64).astype(np.int32).tobytes())
+            self._write_symbols(named)
             self.rows += len(raw) // _ROW_BYTES
-            rows = np.frombuffer(raw, dtype=np.int64).reshape(-1, 5)
-            self.last_ranges = list(zip(rows[:, BYTE_START].tolist(), rows[:, BYTE_END].tolist(), strict=True))
         else:
             lines = source_lines(f.data)
             chunks = chunk_file(f.path, lines, f.spans)
             if not chunks:
                 return False
             ranges = _chunk_bytes(bytes(f.data), [(chunk.start, chunk.end) for chunk in chunks])
-            self.last_ranges = ranges
+            self._write_symbols([(self.rows + k, chunk.symbols) for k, chunk in enumerate(chunks) if chunk.symbols])
             for chunk, (byte_start, byte_end) in zip(chunks, ranges, strict=True):
-                if chunk.symbols:
-                    self.symbols.append((self.rows, chunk.symbols))
                 self._rows.append((len(self.paths), chunk.start, chunk.end, byte_start, byte_end))
                 self.corpus.append(chunk_tokens(chunk, lines))
                 self.rows += 1
@@ -383,30 +364,40 @@ class _Chunks:
         self.blobs.append(f.blob)
         return True
 
+    def _write_symbols(self, named: list[tuple[int, tuple[str, ...]]]) -> None:
+        """(row, names) of a file's chunks that have names, as items of files.json's `symbols` list (json.dumps's
+        separators, so the file reads as if the whole list had been dumped at once)."""
+        if named:
+            self._symbols.write((", " if self._symbols_written else "") + json.dumps(named)[1:-1])
+            self._symbols_written = True
+
     def add_placeholder(self) -> None:
         """The one empty chunk of an index without any (bm25s needs a document)."""
         self.paths.append("")
         self.blobs.append("")
         self._rows.append((0, 1, 0, 0, 0))
-        self._table.append(np.asarray(self._rows, dtype=np.int64).tobytes())
+        self._table.append(np.asarray(self._rows, dtype=np.int32).tobytes())
         self.corpus.append(["\x00empty"])
         if self.native is not None:
             self.native.add_file(b"", [(0, 0)], "", [""], _WEIGHTS)
         self.rows = 1
 
     def table(self) -> np.ndarray:
+        """The chunk table as stored: int32 (format 5; the counter's rows are int64)."""
         if self.native is not None:
-            return np.frombuffer(b"".join(self._table), dtype=np.int64).reshape(-1, 5)
-        return np.asarray(self._rows, dtype=np.int64).reshape(-1, 5)
+            return np.frombuffer(b"".join(self._table), dtype=np.int32).reshape(-1, 5)
+        return np.asarray(self._rows, dtype=np.int32).reshape(-1, 5)
 
     def save(self, folder: Path) -> None:
-        """The BM25 model of the chunks, written as bm25s saves it."""
+        """The BM25 model of the chunks, written as bm25s saves it (but for `_INDPTR`'s type: see there)."""
         if self.native is not None:
             self.native.save(folder)
             return
         model = bm25s.BM25()
         model.index(self.corpus, show_progress=False)
         model.save(str(folder))
+        np.save(folder / _INDPTR, narrow_indptr(np.load(folder / _INDPTR)))
+        pack_vocab(folder)
 
 
 def build(folder: Path, files: Iterable[SourceFile]) -> int:
@@ -415,22 +406,24 @@ def build(folder: Path, files: Iterable[SourceFile]) -> int:
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    texts = ChunkTexts.Writer(tmp)
-    # The C counter when built (nls/native.py): the same model as chunk_tokens + bm25s, ~10x cheaper.
-    chunks = _Chunks(NativeCorpus(_word_token, "\x00empty") if available() else None)
-    for f in files:
-        if indexable(f.data) and chunks.add(f):
-            texts.add(f.data, chunks.last_ranges)
-    if not chunks.rows:
-        chunks.add_placeholder()
-        texts.add(b"", [(0, 0)])
-    texts.close()
+    symbols = tmp / "symbols.part"
+    with symbols.open("w") as symbols_out:
+        # The C counter when built (nls/native.py): the same model as chunk_tokens + bm25s, ~10x cheaper.
+        chunks = _Chunks(NativeCorpus(_word_token, "\x00empty") if available() else None, symbols_out)
+        for f in files:
+            if indexable(f.data):
+                chunks.add(f)
+        if not chunks.rows:
+            chunks.add_placeholder()
     chunks.save(tmp / "bm25")
     np.save(tmp / _TABLE, chunks.table())
-    # Written last: its presence says the index is complete.
-    (tmp / _FILES).write_text(
-        json.dumps({"format": FORMAT, "paths": chunks.paths, "blobs": chunks.blobs, "symbols": chunks.symbols})
-    )
+    # Written last: its presence says the index is complete. The same text as json.dumps of the whole object.
+    with (tmp / "files.part").open("w") as out, symbols.open() as items:
+        out.write(json.dumps({"format": FORMAT, "paths": chunks.paths, "blobs": chunks.blobs})[:-1] + ', "symbols": [')
+        shutil.copyfileobj(items, out)
+        out.write("]}")
+    symbols.unlink()
+    (tmp / "files.part").rename(tmp / _FILES)
     shutil.rmtree(folder, ignore_errors=True)
     tmp.rename(folder)
     return chunks.rows
@@ -449,6 +442,19 @@ def is_current(folder: Path) -> bool:
     return exists(folder) and _format(folder) == FORMAT
 
 
+def load_model(folder: Path) -> bm25s.BM25:
+    """The bm25s model in `folder`, its arrays memory-mapped; its vocabulary deflated (format 5) or as bm25s saves
+    it (older formats)."""
+    packed = folder / PACKED_VOCAB
+    if not packed.exists():
+        return bm25s.BM25.load(str(folder), mmap=True)
+    model = bm25s.BM25.load(str(folder), mmap=True, load_vocab=False)
+    # What bm25s.BM25.load sets from the vocabulary it reads.
+    model.vocab_dict = json.loads(zlib.decompress(packed.read_bytes()))
+    model.unique_token_ids_set = set(model.vocab_dict.values())
+    return model
+
+
 def load(folder: Path) -> NlsIndex | None:
     """The index in `folder`, or None when it is missing or written in a format this version cannot read."""
     if not exists(folder):
@@ -456,8 +462,8 @@ def load(folder: Path) -> NlsIndex | None:
     raw = json.loads((folder / _FILES).read_text())
     if raw.get("format") not in _READABLE_FORMATS:
         return None
-    model = bm25s.BM25.load(str(folder / "bm25"), mmap=True)
+    model = load_model(folder / "bm25")
     table = np.load(folder / _TABLE, mmap_mode="r")
     symbols = {int(i): tuple(names) for i, names in raw["symbols"]}
-    texts = ChunkTexts.open(folder, table, per_chunk=raw["format"] == FORMAT) if raw["format"] != 2 else None
-    return NlsIndex(model, table, raw["paths"], raw["blobs"], symbols, texts)
+    texts = ChunkTexts.open(folder, table, per_chunk=raw["format"] == 4) if raw["format"] in (3, 4) else None
+    return NlsIndex(model, table, raw["paths"], raw["blobs"], symbols, texts, raw["format"])

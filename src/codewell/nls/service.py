@@ -91,8 +91,8 @@ _MENTION = re.compile(r"[\w.-]*\w(?:/[\w.-]*\w)*")
 
 
 class ChunkLines:
-    """A hit's lines, decoded the first time they are asked for (ranking needs none of them): from the texts the
-    index stores, or from the blob for an index of format 2."""
+    """A hit's lines, decoded the first time they are asked for (ranking needs none of them): from search's shard
+    (format 5), the texts the index stores (formats 3 and 4), or the blob (format 2)."""
 
     __slots__ = ("_lines", "_read")
 
@@ -303,6 +303,35 @@ class _Blobs:
         return decode_lines(self.read(blob)[byte_start:byte_end], count)
 
 
+class _ShardFiles:
+    """For an index of format 5: where each indexed file's bytes are in search's shard, which stores every file of
+    the indexed commit exactly as git has it (the index keeps no texts of its own).
+
+    Made once per index and shard (a shard never changes; a new generation is a new Shard object): each file's
+    offset in the shard's content, or -1 for a file the shard holds no bytes of (a symbolic link, nls indexes its
+    target path; a file search calls binary for a NUL past nls's 8000-byte test), or for every file when the shard no
+    longer holds the commit (its branch moved on and this index is about to be replaced): those come from git.
+    """
+
+    def __init__(self, shard: object, index: NlsIndex, stored: RevisionFiles | None) -> None:
+        self.shard = shard
+        self._content: Any = None if stored is None else stored.shard.content
+        self._offsets: list[int] = [-1] * len(index.paths)
+        if stored is not None:
+            ids = {path: file_id for file_id, path in enumerate(index.paths)}
+            for doc in stored.docs:
+                file_id = ids.get(stored.path(doc), -1)
+                if file_id >= 0 and not stored.skipped(doc):
+                    self._offsets[file_id] = stored.span(doc)[0]
+
+    def raw(self, file_id: int, byte_start: int, byte_end: int, blob: str, blobs: _Blobs) -> bytes:
+        """Bytes `byte_start:byte_end` of file `file_id` (blob id `blob`): from the shard, else from git."""
+        offset = self._offsets[file_id]
+        if offset < 0:
+            return blobs.read(blob)[byte_start:byte_end]
+        return bytes(self._content[offset + byte_start : offset + byte_end])
+
+
 def _searchable(raw: bytes) -> bytes:
     """A chunk's bytes lower-cased, for the identifier and phrase boosts: their needles (ASCII letters, digits,
     `_`, `.` and single spaces) are found in it exactly when in the chunk's decoded lines joined and lower-cased.
@@ -387,6 +416,8 @@ class NlsService:
         self._guard = threading.Lock()
         self._building: set[tuple[int, str]] = set()
         self._cache: OrderedDict[Path, NlsIndex] = OrderedDict()
+        # Per cached index of format 5: where its files are in search's current shard (see _ShardFiles).
+        self._shard_files: dict[Path, _ShardFiles] = {}
         # The model of `search.nls.dense`: all-MiniLM (DenseRanker). StaticRanker (static embeddings, nls/static.py)
         # has the same shape; measured against it in docs/nls.md, "Static embeddings", it is not the default.
         self.dense: DenseRanker | StaticRanker = DenseRanker()
@@ -538,6 +569,7 @@ class NlsService:
         with self._guard:
             for path in [p for p in self._cache if p.parent == folder and p.name not in keep]:
                 del self._cache[path]
+                self._shard_files.pop(path, None)
 
     def _load(self, folder: Path) -> NlsIndex | None:
         with self._guard:
@@ -550,8 +582,25 @@ class NlsService:
         with self._guard:
             self._cache[folder] = index
             while len(self._cache) > _CACHE:
-                self._cache.popitem(last=False)
+                evicted, _ = self._cache.popitem(last=False)
+                self._shard_files.pop(evicted, None)
         return index
+
+    def _files_of(self, repo: Repo, commit: str, index: NlsIndex) -> _ShardFiles:
+        """Where the files of `index` (format 5, of `repo` at `commit`) are in search's shard now."""
+        folder = self.folder(repo, commit)
+        search = self.runtime.get(SearchService)
+        shard = search.shard(repo)
+        with self._guard:
+            found = self._shard_files.get(folder)
+        if found is not None and found.shard is shard:
+            return found
+        # A new shard generation (or the first question): map the files once; two threads may both do it.
+        found = _ShardFiles(shard, index, search.revision_files(repo, commit) if shard is not None else None)
+        with self._guard:
+            if folder in self._cache:
+                self._shard_files[folder] = found
+        return found
 
     # --- search ----------------------------------------------------------------------------------------
 
@@ -654,8 +703,8 @@ class NlsService:
             scored, values = scored[keep], values[keep]
         picked = np.lexsort((scored, -values))
         order, bases = scored[picked].tolist(), values[picked].tolist()
-        texts = index.texts
-        blobs = _Blobs(repo.mirror_path)  # opened only if used: for an index of format 2
+        blobs = _Blobs(repo.mirror_path)  # opened only if used: for an index of format 2, or a file not in the shard
+        read = self._chunk_reader(repo, commit, index, blobs)
         stems = frozenset(terms(" ".join(q.words)))
         phrase = " ".join(w.lower() for w in q.words if not _is_identifier(w))
         needles = [ident.lower().encode() for ident in q.identifiers]
@@ -666,8 +715,8 @@ class NlsService:
         for i, row, base in zip(order, rows, bases, strict=True):
             file_id, start, end = row[PATH], row[START], row[END]
             count = end - start + 1
-            if texts is not None:
-                raw = texts.raw(i, file_id, row[BYTE_START], row[BYTE_END])
+            if read is not None:
+                raw = read(i, file_id, row[BYTE_START], row[BYTE_END])
                 lines = ChunkLines(functools.partial(decode_lines, raw, count))
                 text = _searchable(raw) if needs_text else b""
             else:  # an index of format 2: the lines come from the blob (read now if the boosts need the text)
@@ -687,6 +736,16 @@ class NlsService:
             boost += 0.2 * len(stems & index.path_terms(file_id)) / max(1, len(stems))
             out.append(NlsHit(repo.name, index.paths[file_id], commit, start, end, base * boost, lines, symbols))
         return out
+
+    def _chunk_reader(
+        self, repo: Repo, commit: str, index: NlsIndex, blobs: _Blobs
+    ) -> Callable[[int, int, int, int], bytes] | None:
+        """Reads a chunk's bytes from (chunk, file, byte start, byte end): from search's shard for an index of format
+        5 (git for a file the shard holds no bytes of), from the texts of formats 3 and 4; None for format 2."""
+        if index.format >= 5:
+            files = self._files_of(repo, commit, index)
+            return lambda _chunk, file_id, start, end: files.raw(file_id, start, end, index.blobs[file_id], blobs)
+        return None if index.texts is None else index.texts.raw
 
     def _keyword(self, actor: Actor, repo: Repo, revision: str, q: _Question, notes: list[str]) -> list[NlsHit]:
         words = " OR ".join(re.escape(w) for w in q.words)

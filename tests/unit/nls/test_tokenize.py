@@ -13,7 +13,6 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-import bm25s
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -91,6 +90,29 @@ def test_terms_and_counts_match_python(text: str) -> None:
     assert native_counts([(data, "drivers/net/wifi_Core.c", ("StationInfo.associate",))]) == [
         python_counts(data, "drivers/net/wifi_Core.c", ("StationInfo.associate",))
     ]
+
+
+def test_counts_past_16_bits_match_python() -> None:
+    # The counter keeps a pair's count in 16 bits and a bigger one aside (build memory): counts at and around the
+    # limit, in several documents, read back exactly, by export() and in the BM25 scores.
+    docs = [
+        (b"slab " * 65534 + b"page " * 3, "a.c", ()),
+        (b"slab " * 65535 + b"zone", "b.c", ()),
+        (b"page " * 70000 + b"slab " * 131072, "c.c", ("zone",)),
+        (b"slab zone", "d.c", ()),
+    ]
+    assert native_counts(docs) == [python_counts(*doc) for doc in docs]
+
+
+def test_wide_counts_give_the_python_scores(tmp_path: Path) -> None:
+    files = [SourceFile(f"f{i}.c", "a" * 40, b"slab " * n + b"zone\n", []) for i, n in enumerate((3, 65535, 90000))]
+    try:
+        native.ENABLED = False
+        build(tmp_path / "python", iter(files))
+    finally:
+        native.ENABLED = True
+    build(tmp_path / "native", iter(files))
+    assert _model_triples(tmp_path / "python") == _model_triples(tmp_path / "native")
 
 
 def test_invalid_utf8_and_non_ascii_paths_match_python() -> None:
@@ -237,7 +259,9 @@ def _files() -> Iterator[SourceFile]:
 
 
 def _model_triples(folder: Path) -> dict[tuple[str, int], float]:
-    model = bm25s.BM25.load(str(folder / "bm25"))
+    index = load(folder)
+    assert index is not None
+    model = index.model
     names = {i: t for t, i in model.vocab_dict.items()}
     indptr, indices, data = (np.asarray(model.scores[k]) for k in ("indptr", "indices", "data"))
     out: dict[tuple[str, int], float] = {}
@@ -268,7 +292,13 @@ def test_build_writes_the_same_model_with_and_without_native(tmp_path: Path, fil
     assert "skipped/binary.bin" not in fast.paths
     assert "skipped/large.txt" not in fast.paths
     assert "skipped/empty.c" not in fast.paths
-    for name in ("texts.bin", "texts.npy", "files.json"):
+    assert fast.table.dtype == np.int32
+    assert fast.model.scores["indptr"].dtype == np.int32  # bm25s writes int64: nls narrows it (format 5)
+    assert python.model.scores["indptr"].dtype == np.int32
+    for model in (tmp_path / "python" / "bm25", tmp_path / "native" / "bm25"):  # the vocabulary deflated
+        assert not (model / "vocab.index.json").exists()
+        assert (model / "vocab.index.json.z").exists()
+    for name in ("chunks.npy", "files.json"):
         assert (tmp_path / "python" / name).read_bytes() == (tmp_path / "native" / name).read_bytes()
     for question in (["retri"], ["http", "request"], ["slab", "foobar"], ["\x00empty"]):
         assert np.array_equal(python.scores(question), fast.scores(question))
@@ -365,14 +395,20 @@ def test_sealed_counter_keeps_its_documents_and_takes_no_more() -> None:
     counter = _tokenize.TermCounter(_word_token)
     counter.add_source(data, [(1, 4, "tidy_up")], b"mm/slab.c", 0, 0, *WEIGHTS)
     docs, pairs, _, terms_before = counter.sizes()
+    tokens = counter.tokens()
+    # finish_counting() frees the identifier and word tables first: the terms stay for the vocabulary.
+    counter.finish_counting()
+    with pytest.raises(RuntimeError, match="after finish_counting"):
+        counter.add_source(data, [], b"mm/other.c", 1, 1, *WEIGHTS)
+    assert counter.tokens() == tokens
     vocab, _ = counter.vocab_json([""])
     counter.seal()
     assert counter.sizes()[:2] == (docs, pairs)
     assert counter.sizes()[3] == terms_before + 1  # the "" token vocab_json added
     assert "tidy_up" in json.loads(vocab)
-    with pytest.raises(RuntimeError, match="after seal"):
+    with pytest.raises(RuntimeError, match="or seal"):
         counter.add_source(data, [], b"mm/other.c", 1, 1, *WEIGHTS)
-    with pytest.raises(RuntimeError, match="after seal"):
+    with pytest.raises(RuntimeError, match="or seal"):
         counter.add_file(data, [(0, len(data))], b"mm/other.c", [b""], *WEIGHTS)
     with pytest.raises(RuntimeError, match="after seal"):
         counter.vocab_json([""])
