@@ -40,6 +40,9 @@ __all__ = ["JavaScriptResolver"]
 
 # Lines of one import statement looked at for its `require` (a destructuring spread over lines).
 _STATEMENT_LINES = 30
+# The context that types an object's property (js_scopes._typing_context): `of:xs`, `arg:1:this.add`, `var:v`,
+# `ret:12`, `param:2:12`.
+_CONTEXT_PREFIX = re.compile(r"^(?:of:|var:|arg:\d+:|ret:\d+$|param:\d+:\d+$)")
 
 
 class JavaScriptResolver(Resolver):
@@ -52,9 +55,14 @@ class JavaScriptResolver(Resolver):
         types = self._jsdoc_types(target) if target.queries == "javascript" else None
         hits = self._commonjs(target, name, qualifier, _JS_REEXPORT_HOPS)
         qualifier = qualifier or ([] if hits else self._js_destructuredreceiver_name(target, name, types))
+        hits = hits or (self._js_contextual_property(target, name, types) if not qualifier else [])
         hits = hits or self._js_jsdoc_member(target, name, qualifier, types)
         hits = hits or self._js_receiver_member(target, name, qualifier)
         return hits, qualifier
+
+    def _imports_first(self, hits: list[Hit]) -> bool:
+        # A bare name in a method is never a member of its class (`hash()` beside a `hash()` method is the import's).
+        return all(h.row.symbol.kind in ("method", "field") and h.row.symbol.container for h in hits)
 
     def _reexported(self, target: Target, imp: ImportRow, name: str, files: list[str], module: str) -> list[Hit]:
         found = self._js_reexport(target, name, files, module, depth=_JS_REEXPORT_HOPS)
@@ -172,17 +180,58 @@ class JavaScriptResolver(Resolver):
         receivers = {receiver for _, key, local, receiver in types.destructured(target.path) if key == local == name}
         return next(iter(receivers)).split(".") if len(receivers) == 1 else []
 
+    def _js_contextual_property(self, target: Target, name: str, types: JsDocTypes | None) -> list[Hit]:
+        """A bare JavaScript `name` the file writes as the property of objects their context types (`this.add({
+        name })` with add's `@param`, `xs.map(({ name }) => ...)` over a typed array: js_scopes._typing_context):
+        the member of that type, when those the file's uses reach agree. Not when the file defines or imports a
+        `name` of its own."""
+        if types is None or self._alias_bound(target, name):
+            return []
+        if any(s.kind not in ("method", "field") for s in target.index.symbols_in(target.path, name)):
+            return []
+        grammar = grammar_of(target.path)
+        spots = target.index.occurrences(name).get(target.path, [])
+        if grammar is None or not spots:
+            return []
+        data = "\n".join(types.read(target.path)).encode()
+        found: set[tuple[str, Symbol]] = set()
+        for (line, _column), owner in destructured_members(grammar, data, name, spots).items():
+            if _CONTEXT_PREFIX.match(owner):
+                members = types.members(target.path, owner.split("."), name, line)
+                found |= members if len(members) == 1 else set()
+        if len(found) != 1:
+            return []
+        path, symbol = found.pop()
+        grammar = grammar_of(path)
+        row = SymbolRow(path, grammar.label if grammar else target.language, symbol)
+        return [Hit(target.repo, target.commit, row, SYNTACTIC, "member of the type its context gives the object")]
+
     def _js_jsdoc_member(self, target: Target, name: str, qualifier: list[str], types: JsDocTypes | None) -> list[Hit]:
         """JavaScript `obj.name` where JSDoc says what `obj` is (`@param {import('./x.js').T} obj`): jsdoc.py."""
         if types is None or not qualifier or self._alias_bound(target, qualifier[0]):
             return []
-        found = types.member(target.path, qualifier, name)
+        found = types.member(target.path, qualifier, name) or self._js_narrowed_member(target, name, qualifier, types)
         if found is None:
             return []
         path, symbol = found
         grammar = grammar_of(path)
         row = SymbolRow(path, grammar.label if grammar else target.language, symbol)
         return [Hit(target.repo, target.commit, row, SYNTACTIC, "member of its JSDoc type")]
+
+    @staticmethod
+    def _js_narrowed_member(
+        target: Target, name: str, qualifier: list[str], types: JsDocTypes
+    ) -> tuple[str, Symbol] | None:
+        """`node.data` on a union where the file's uses read it narrowed (`node.type === 'Text' && node.data`): the
+        member each use reaches, when they agree (uses the union leaves open say nothing)."""
+        written = re.compile(r"(?<![\w$.])" + re.escape(".".join([*qualifier, name])) + r"(?![\w$])")
+        found: set[tuple[str, Symbol]] = set()
+        for number, line in enumerate(types.read(target.path), start=1):
+            if name in line:
+                for use in written.finditer(line):
+                    members = types.members(target.path, qualifier, name, number, line[: use.start()])
+                    found |= members if len(members) == 1 else set()
+        return found.pop() if len(found) == 1 else None
 
     def _js_receiver_member(self, target: Target, name: str, qualifier: list[str]) -> list[Hit]:
         """JS/TS `block.name`: a member of a class named like its receiver (`Block`), nearest file first.
@@ -411,6 +460,10 @@ class JavaScriptResolver(Resolver):
                     spot: receiver
                     for spot, receiver in destructured_members(grammar, data, definition.name, spots).items()
                     if _RECEIVER_CHAIN.fullmatch(receiver)
+                    or (
+                        _CONTEXT_PREFIX.match(receiver)
+                        and _RECEIVER_CHAIN.fullmatch(_CONTEXT_PREFIX.sub("", receiver) or "_")
+                    )
                 }
             if found:
                 receivers[path] = found

@@ -48,6 +48,10 @@ _PATTERNS = frozenset(
         "optional_parameter",
     }
 )
+# Array methods whose callback's first parameter is an element of the array.
+_ELEMENT_CALLBACKS = frozenset(
+    {"forEach", "map", "filter", "find", "findLast", "some", "every", "flatMap", "findIndex"}
+)
 _DECLARED = frozenset({"function_declaration", "generator_function_declaration", "class_declaration"})
 # Larger files are not parsed again at query time (a shadowing local is missed there, as before).
 _MAX_BYTES = 1_000_000
@@ -205,7 +209,8 @@ def _declarator_of(key: Node) -> Node | None:
 
 def destructured_members(grammar: Grammar, data: bytes, name: str, spots: list[Spot]) -> dict[tuple[int, int], str]:
     """Plain occurrences among `spots`, those of `name`, that name a property in `const { name } = receiver` (or
-    `{ name: local }`): a member access of `receiver` (`this`, `obj`, `this.node`) → that receiver, as written."""
+    `{ name: local }`): a member access of `receiver` (`this`, `obj`, `this.node`) → that receiver, as written; or
+    a property of an object that its context types (`_typing_context`) → that context."""
     if not any(role == "r" for _, _, role in spots) or len(data) > _MAX_BYTES:
         return {}
     if re.search(rb"[{,]\s*" + re.escape(name.encode()) + rb"\s*[,}:=]", data) is None:
@@ -222,4 +227,97 @@ def destructured_members(grammar: Grammar, data: bytes, name: str, spots: list[S
         value = declarator.child_by_field_name("value") if declarator is not None else None
         if value is not None and value.type in ("this", "identifier", "member_expression"):
             found[line, column] = data[value.start_byte : value.end_byte].decode("utf-8", "replace")
+        elif context := _typing_context(node, data):
+            found[line, column] = context
     return found
+
+
+def _typing_context(key: Node, data: bytes) -> str:
+    """What types the object a property name `key` sits in, as TypeScript's checker reads a JavaScript file:
+    `of:xs` for an element of `xs` (`xs.map(({ key }) => ...)`, `for (const { key } of xs)`, `xs.push({ key })`),
+    `arg:N:callee` for the object passed as argument N (0-based) of `callee({ key })`, whose parameter's type
+    the object takes, `var:v` for `const v = { key }` and `v = { key }` (typed as `v` is), `ret:L` for an object
+    returned by the function or method named on line L (its `@returns`), `param:N:L` for parameter N of that
+    function written as a pattern (`{ key }`, typed by its `@param`). Empty: none of these."""
+    holder = key.parent
+    if holder is None:
+        return ""
+    if key.type == "shorthand_property_identifier_pattern" and holder.type == "object_assignment_pattern":
+        holder = holder.parent  # `{ key = fallback }`
+    elif key.type == "property_identifier" and holder.type in ("pair", "pair_pattern"):
+        holder = holder.parent if holder.child_by_field_name("key") == key else None
+    elif key.type not in ("shorthand_property_identifier", "shorthand_property_identifier_pattern"):
+        return ""
+    outer = holder.parent if holder is not None else None
+    if holder is None or outer is None:
+        return ""
+    if holder.type == "object_pattern":
+        return _pattern_context(holder, outer, data)
+    return _object_context(holder, outer, data) if holder.type == "object" else ""
+
+
+def _pattern_context(holder: Node, outer: Node, data: bytes) -> str:
+    """`_typing_context` of an object pattern: a callback's first parameter, a `for ... of` binding."""
+    if outer.type == "assignment_pattern" and outer.child_by_field_name("left") == holder:
+        holder, parent = outer, outer.parent  # `({ key } = {}) => ...`
+        if parent is None:
+            return ""
+        outer = parent
+    if outer.type == "for_in_statement" and outer.child_by_field_name("left") == holder:
+        operator, right = outer.child_by_field_name("operator"), outer.child_by_field_name("right")
+        return "of:" + _text(data, right) if operator is not None and operator.type == "of" and right else ""
+    if outer.type == "formal_parameters" and outer.parent is not None and (line := _name_line(outer.parent)):
+        # `function f(a, { key }) {`: the object the parameter's `@param` (by position) types.
+        return f"param:{outer.named_children.index(holder)}:{line}"
+    if outer.type == "formal_parameters" and outer.named_children[:1] == [holder]:
+        function, arguments = outer.parent, outer.parent.parent if outer.parent is not None else None
+        if function is None or arguments is None or function.type not in ("arrow_function", "function_expression"):
+            return ""
+        call = arguments.parent if arguments.type == "arguments" else None
+        callee = call.child_by_field_name("function") if call is not None else None
+        if callee is None or callee.type != "member_expression" or arguments.named_children[:1] != [function]:
+            return ""
+        method, receiver = callee.child_by_field_name("property"), callee.child_by_field_name("object")
+        if method is not None and receiver is not None and _text(data, method) in _ELEMENT_CALLBACKS:
+            return "of:" + _text(data, receiver)
+    return ""
+
+
+def _object_context(holder: Node, outer: Node, data: bytes) -> str:
+    """`_typing_context` of an object literal: a call's argument, a variable's value."""
+    if outer.type == "arguments" and outer.parent is not None:
+        callee = outer.parent.child_by_field_name("function")
+        if callee is None:
+            return ""
+        if callee.type == "member_expression":
+            method, receiver = callee.child_by_field_name("property"), callee.child_by_field_name("object")
+            if method is not None and receiver is not None and _text(data, method) in ("push", "unshift"):
+                return "of:" + _text(data, receiver)
+        return f"arg:{outer.named_children.index(holder)}:{_text(data, callee)}"
+    if outer.type == "variable_declarator" and outer.child_by_field_name("value") == holder:
+        name = outer.child_by_field_name("name")
+        return "var:" + _text(data, name) if name is not None and name.type == "identifier" else ""
+    if outer.type == "assignment_expression" and outer.child_by_field_name("right") == holder:
+        left = outer.child_by_field_name("left")  # `this.html = { ... }`: typed as the field is
+        return (
+            "var:" + _text(data, left) if left is not None and left.type in ("identifier", "member_expression") else ""
+        )
+    if outer.type == "return_statement":
+        function = outer.parent
+        while function is not None and function.type not in _FUNCTIONS:
+            function = function.parent
+        line = _name_line(function) if function is not None else 0
+        return f"ret:{line}" if line else ""  # the `@returns` of the named function it returns from
+    return ""
+
+
+def _name_line(function: Node) -> int:
+    """The (1-based) line of a function declaration's or method's name; 0 for an anonymous function."""
+    if function.type not in ("function_declaration", "method_definition", "generator_function_declaration"):
+        return 0
+    name = function.child_by_field_name("name")
+    return name.start_point[0] + 1 if name is not None else 0
+
+
+def _text(data: bytes, node: Node) -> str:
+    return data[node.start_byte : node.end_byte].decode("utf-8", "replace")

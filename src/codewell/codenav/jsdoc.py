@@ -8,14 +8,18 @@ value is that or nothing); `Name[]` and `Array<Name>` for their elements. A vari
 `@type` above it or cast on its value (`/** @type {Name} */ (value)`), what it is built with (`new Name()`), the
 receiver it is assigned (`const parent = this.parent`), the `@returns` of the function whose result it is
 (`const block = create_block()`, `block.child()`), the receiver it is destructured from (`const { renderer } = this`)
-and the array it walks (`for (const x of list)`, the parameter of `list.forEach((x) => ...)`).
+and the array it walks or indexes (`for (const x of list)`, the parameter of `list.forEach((x) => ...)`, also after
+`list.filter(...)`, `list[0]`, `list.find(...)`).
 
 Members are looked up in the class, then its bases (`extends`, in the same file or imported); `this.x` of a field a
 base class in another module declares has the type the base gives it; a union's member is the one its types that
-have such a member agree on (the code reading it has narrowed the union to them). A variable bound several times in
-a file is read through the binding nearest above the use when the use's line is known, else through the bindings
-that answer, when they agree. Anything else (generics, types of libraries) answers nothing and leaves the question
-to the other rules.
+have such a member agree on (the code reading it has narrowed the union to them), and for find_references each of
+its types' members, once the union is narrowed by the tests that guard the use (`node.type === 'Text' &&`,
+`instanceof`, the `if`/`while` conditions around it). An object's properties take the type of their context
+(`members` with a receiver from js_scopes._typing_context: an array's element, a parameter, a `@returns`).
+A variable bound several times in a file is read through the binding nearest above the use when the use's line
+is known (a `const` nothing types included), else through the bindings that answer, when they agree. Anything else
+(generics, types of libraries) answers nothing and leaves the question to the other rules.
 """
 
 from __future__ import annotations
@@ -32,11 +36,13 @@ from codewell.codenav.extract import Symbol
 __all__ = ["JsDocTypes"]
 
 _V = TypeVar("_V")
+_Member = tuple[str, Symbol]  # (the path that declares it, the member)
 
 # `import('./x.js').Name`, type arguments (`PromiseInfo<T>`) dropped: the members are the generic type's.
 _IMPORT_TYPE = re.compile(r"""\s*import\(\s*['"]([^'"]+)['"]\s*\)\.([A-Za-z_$][\w$]*)\s*(?:<.*>)?\s*""")
 # `/** @extends Wrapper<import('./Text.js').default> */`: the type argument a subclass gives its base.
 _EXTENDS_TAG = re.compile(r"@extends\s*\{?\s*([A-Za-z_$][\w$]*)\s*<(.+)>\s*\}?")
+_TEMPLATE_DEFAULT = re.compile(r"@template\s*(?:\{.*?\}\s*)?\[\s*([A-Za-z_$][\w$]*)\s*=\s*(.+?)\s*\]\s*$")
 _TEMPLATE_TAG = re.compile(r"@template\s*(?:\{.*?\}\s*)?\[?([A-Za-z_$][\w$]*)")
 _TYPE_NAME = re.compile(r"[A-Za-z_$][\w$]*")
 _PLAIN_TYPE = re.compile(r"\s*([A-Za-z_$][\w$]*)\s*(?:<.*>)?\s*")
@@ -59,12 +65,28 @@ _BASE_HOPS = 4
 _DOC_LINES_ABOVE = 3  # a field's `/** @type {T} */` sits on the lines just above it
 _TYPE_TAG = re.compile(r"@type\s*\{(.+)\}")
 _RETURNS_TAG = re.compile(r"@returns?\s*\{(.+)\}")
+# Narrowing a union: the lines above a use searched for the `if` blocks around it, a block's header, a guard's rest.
+_GUARD_LINES_ABOVE = 200
+_DECLARATION = re.compile(r"\s*(?:export\s+)?(?:const|let|var)\s")
+_HEADER_LINES = 3
+# Array methods whose result is an element of the array, and those whose result is such an array.
+_ARRAY_ELEMENT_RESULTS = frozenset({"find", "findLast", "at", "pop", "shift"})
+_ARRAY_RESULTS = frozenset({"filter", "slice", "concat", "reverse", "sort", "toSorted", "toReversed"})
+_ARRAY_CALL_BEFORE = re.compile(r"\.\s*(?:" + "|".join(sorted(_ARRAY_RESULTS)) + r")\s*$")
+_CALL_CHARS = 2000  # how far back the `(` of a call's arguments is looked for
+_PARAM_TAG = re.compile(r"@param\s*\{(.+)\}")  # a function's parameter list may run over the lines after its name
+_IF_HEADER = re.compile(r"\s*(?:\}\s*else\s+)?(?:if|while)\s*\((.*)\)\s*\{?\s*$")
+_IF_OPEN = re.compile(r"\bif\s*\(")
+_HEADER_END = re.compile(r"\s*\)\s*\{\s*")
+_GUARDS_REST = re.compile(r"\s*\)*\s*(?:&&|\?)")
+_STRING_LITERAL = re.compile(r"\s*(['\"])([^'\"]*)\1\s*")
 
 
 @lru_cache(maxsize=2048)
 def _variable_patterns(variable: str, field: bool) -> tuple[re.Pattern[str], ...]:
     """The patterns `_spellings_in` reads a variable's (or a `this.` field's) types with, compiled once per name:
-    `@param`, a declaration, `new`, a cast, an assigned receiver, a call's result, `for ... of`, element callbacks."""
+    `@param`, a declaration, `new`, a cast, an assigned receiver, a call's result, `for ... of`, an indexed element,
+    element callbacks."""
     name = re.escape(variable)
     declaring = r"\bthis\." if field else r"\b(?:const|let|var)\s+"
     return (
@@ -75,6 +97,8 @@ def _variable_patterns(variable: str, field: bool) -> tuple[re.Pattern[str], ...
         re.compile(declaring + name + r"\s*=\s*" + _CHAIN + r"\s*;?\s*$"),
         re.compile(declaring + name + r"\s*=\s*(?:await\s+)?" + _CHAIN + r"\s*\("),
         re.compile(r"\bfor\s*\(\s*(?:const|let|var)\s+" + name + r"\s+of\s+" + _CHAIN + r"\s*\)"),
+        # `const variable = list[i]`: an element of the array.
+        re.compile(declaring + name + r"\s*=\s*" + _CHAIN + r"\s*\[[^\[\]]*\]\s*;?\s*$"),
         # `.forEach((variable) =>`, on the receiver's line or a later one (`xs\n  .filter(...)`).
         re.compile(
             r"\.\s*"
@@ -195,27 +219,237 @@ class JsDocTypes:
 
         A variable the file binds several times (`node` in many functions) is read at `line` through its nearest
         binding above; without a line, through every binding whose type has such a member, when they agree."""
+        found = self._answer(path, qualifier, name, line, depth, every=False)
+        return next(iter(found)) if found else None
+
+    def members(
+        self, path: str, qualifier: list[str], name: str, line: int | None = None, before: str = ""
+    ) -> frozenset[_Member]:
+        """What `qualifier.name` in `path` may read, for find_references: like `member`, but a receiver typed by a
+        union (`node: INode`) reads the member of each of its types that has one. TypeScript's checker gives a
+        union's property every declaration of its constituents, and find-all-references of any of them lists the
+        access (`node.type` is a reference to `Slot.type` and to the `Node.type` the other classes inherit).
+        The union is narrowed first where the code at `line` (`before`: its text up to the use) tests the receiver
+        (`_narrowed`). Empty: the JSDoc types say nothing."""
+        return self._answer(path, qualifier, name, line, _CHAIN_DEPTH, every=True, before=before)
+
+    def _answer(
+        self,
+        path: str,
+        qualifier: list[str],
+        name: str,
+        line: int | None,
+        depth: int,
+        *,
+        every: bool,
+        before: str = "",
+    ) -> frozenset[_Member]:
+        """`member` (`every`: `members`): the definitions of the receiver's type, or nothing when unknown."""
         first = qualifier[0]
         if depth <= 0:
-            return None
+            return frozenset()
+
+        def look(kind: _Type, member: str) -> frozenset[_Member]:
+            if not every:
+                return self._member_set(kind, member)
+            if kind.alternatives and line is not None:
+                kind = self._narrowed(path, line, before, ".".join(qualifier), kind)
+            return self._members_of_each(kind, member)
+
         if first == "this":
             current = self._chain(path, qualifier, element=False, depth=depth)
-            return self._member_of(current, name) if current is not None else None
+            return look(current, name) if current is not None else frozenset()
+        if ":" in first:  # an object typed by its context (js_scopes._typing_context)
+            current = self._context(path, ".".join(qualifier), line, depth)
+            return look(current, name) if current is not None else frozenset()
         spelled = self._spelled_as(path, first, False)
         if line is not None:
             nearest = max((number for number, _ in spelled if number <= line), default=0)
             spelled = frozenset(s for s in spelled if s[0] == nearest)
-        answers: set[tuple[str, Symbol] | None] = set()
-        for _number, spelling in spelled:
-            current = self._spelled(path, spelling, element=False, depth=depth)
+        answers: set[frozenset[_Member]] = set()
+        for number, spelling in spelled:
+            current = self._spelled(path, spelling, element=False, depth=depth, line=number)
             for part in qualifier[1:]:
                 found = self._member_of(current, part) if current is not None else None
                 current = self._type_of_member(*found) if found is not None else None
-            answers.add(self._member_of(current, name) if current is not None else None)
-        if line is not None:
-            return answers.pop() if len(answers) == 1 else None
-        answers.discard(None)
-        return answers.pop() if len(answers) == 1 else None
+            answers.add(look(current, name) if current is not None else frozenset())
+        if line is None:
+            answers.discard(frozenset())
+        return answers.pop() if len(answers) == 1 else frozenset()
+
+    def _context(self, path: str, context: str, line: int | None, depth: int) -> _Type | None:
+        """The type an object literal or pattern takes from its context: `of:xs` an element of `xs`, `var:v` the
+        type of `v`, `arg:N:callee` the type of the callee's parameter N (its `@param`)."""
+        kind, _, rest = context.partition(":")
+        if kind in ("of", "var"):
+            return self._receiver(path, rest.split("."), line, element=kind == "of", depth=depth)
+        if kind in ("ret", "param"):
+            position, _, named = rest.rpartition(":") if kind == "param" else ("", "", rest)
+            functions = [s for s in self._symbols(path) if s.kind in ("function", "method") and str(s.line) == named]
+            if len(functions) != 1:
+                return None
+            if kind == "ret":
+                return self._returned(path, functions[0], element=False)
+            return self._nth_parameter(path, functions[0], int(position)) if position.isdigit() else None
+        position, _, callee = rest.partition(":")
+        parts = callee.split(".")
+        if not position.isdigit() or not all(_TYPE_NAME.fullmatch(p) for p in parts):
+            return None
+        if len(parts) == 1:
+            called = self._function(path, parts[0])
+        elif parts[0] == "this" and len(parts) == 2 and line is not None:
+            # `this.method(...)`: the method of the class around the call (or of its bases).
+            around = [
+                s
+                for s in self._symbols(path)
+                if s.kind == "class" and not s.container and s.def_line <= line <= s.def_end_line
+            ]
+            called = self._member_of(_Type(path, around[-1].name), parts[1]) if around else None
+        else:
+            called = self.member(path, parts[:-1], parts[-1], line, depth=depth - 1)
+        return self._parameter(*called, int(position)) if called is not None else None
+
+    def _receiver(self, path: str, parts: list[str], line: int | None, *, element: bool, depth: int) -> _Type | None:
+        """The type of the receiver `parts` at `line` (`element`: of its elements), a variable read through its
+        binding nearest above the line."""
+        if depth <= 0:
+            return None
+        if parts[0] == "this" or line is None:
+            return self._chain(path, parts, element=element, depth=depth)
+        spelled = self._spelled_as(path, parts[0], False)
+        nearest = max((number for number, _ in spelled if number <= line), default=0)
+        kinds: set[_Type | None] = set()
+        for _number, spelling in (s for s in spelled if s[0] == nearest):
+            current = self._spelled(path, spelling, element=element and len(parts) == 1, depth=depth, line=nearest)
+            for number, part in enumerate(parts[1:], start=2):
+                found = self._member_of(current, part) if current is not None else None
+                current = self._type_of_member(*found, element=element and number == len(parts)) if found else None
+            kinds.add(current)
+        return kinds.pop() if len(kinds) == 1 else None
+
+    def _parameter(self, path: str, function: Symbol, position: int) -> _Type | None:
+        """The type the `@param` of `function`'s parameter at `position` names (a plain name; not a pattern)."""
+        lines = self.read(path)
+        header = " ".join(lines[function.def_line - 1 : function.def_line + _HEADER_LINES])
+        written = re.search(re.escape(function.name) + r"\s*\(([^()]*)\)", header)
+        if written is None:
+            return None
+        parameters = [p.split("=")[0].strip().removeprefix("...") for p in written.group(1).split(",")]
+        if position >= len(parameters) or not _TYPE_NAME.fullmatch(parameters[position]):
+            return None
+        tag = re.compile(r"@param\s*\{(.+)\}\s*\[?" + re.escape(parameters[position]) + r"\b(?![.\w$])")
+        number = function.def_line - 1
+        while number > 0 and lines[number - 1].strip().startswith(("*", "/**")):
+            number -= 1
+            if tagged := tag.search(lines[number]):
+                return self._parsed(path, tagged.group(1), element=False)
+        return None
+
+    def _nth_parameter(self, path: str, function: Symbol, position: int) -> _Type | None:
+        """The type of `function`'s parameter at `position` written as a pattern: its `@param` tag at that position
+        (TypeScript's checker pairs an unnamed parameter with the tag in its place)."""
+        lines = self.read(path)
+        number, tags = function.def_line - 1, []
+        while number > 0 and lines[number - 1].strip().startswith(("*", "/**")):
+            number -= 1
+            if tagged := _PARAM_TAG.search(lines[number]):
+                tags.append(tagged.group(1))
+        tags.reverse()  # read upwards
+        return self._parsed(path, tags[position], element=False) if position < len(tags) else None
+
+    def _narrowed(self, path: str, line: int, before: str, receiver: str, union: _Type) -> _Type:
+        """The types of `union` left where the code tests `receiver` before using it, as TypeScript narrows: on the
+        use's line (`receiver.type === 'Text' && ...`, `receiver instanceof Element ? ...`), or in the conditions of
+        the `if` and `while` blocks around it (`if (receiver.type === 'A' || receiver.type === 'B') {`). A type whose
+        discriminant this rule cannot read stays (as TypeScript keeps one typed `string`)."""
+        lines = self.read(path)
+        tests = _guards(before, receiver)
+        indent = _indent(before) if before.strip() else None
+        number = min(line, len(lines))
+        while number > max(1, line - _GUARD_LINES_ABOVE):
+            number -= 1
+            text = lines[number - 1]
+            if not text.strip():
+                continue
+            if indent is None:
+                indent = _indent(text)
+                continue
+            if _indent(text) >= indent:
+                continue
+            indent = _indent(text)
+            if _HEADER_END.fullmatch(text) and number > 1:
+                # `) {` closing a condition over several lines: the header starts on the line above at this indentation.
+                start = number - 1
+                while start > 1 and _indent(lines[start - 1]) != indent:
+                    start -= 1
+                text = " ".join(part.strip() for part in lines[start - 1 : number])
+                number = start
+            header = _IF_HEADER.match(text)
+            if header is not None:
+                tests += _conditions(header.group(1), receiver)
+            if indent == 0:
+                break
+        kept = list(union.alternatives)
+        for member, values in tests:
+            if member:
+                narrowed = [k for k in kept if (v := self._discriminant(k, member)) is None or v & values]
+            else:  # `instanceof`: the class the name means here (`default` or its own name: the same class)
+                classes = {(c.path, self._class_name(c)) for value in values if (c := self._named(path, value))}
+                narrowed = [k for k in kept if (k.path, self._class_name(k)) in classes]
+            kept = narrowed or kept
+        if len(kept) == len(union.alternatives):
+            return union
+        return kept[0] if len(kept) == 1 else _Type("", "", tuple(kept))
+
+    def _discriminant(self, kind: _Type, member: str) -> frozenset[str] | None:
+        """The string literals `kind`'s `member` may hold (`type: 'Text' | 'Comment'`, `/** @type {'Slot'} */`,
+        `type = 'Slot'`, a base's `@template` parameter that `/** @extends Node<'Text'> */` fills), or None."""
+        found = self._member_of(kind, member)
+        if found is None:
+            return None
+        path, symbol = found
+        lines = self.read(path)
+        line = lines[symbol.def_line - 1] if symbol.def_line <= len(lines) else ""
+        spelling = ""
+        if path.endswith(".ts"):
+            written = re.search(re.escape(member) + r"\??\s*:\s*([^;]+?)\s*;?\s*$", line)
+            spelling = written.group(1) if written else ""
+        else:
+            for above in reversed(lines[max(0, symbol.def_line - 1 - _DOC_LINES_ABOVE) : symbol.def_line - 1]):
+                if tagged := _TYPE_TAG.search(above):
+                    spelling = tagged.group(1)
+                    break
+            if not spelling and (assigned := re.search(r"=\s*('[^']*'|\"[^\"]*\")\s*;?\s*$", line)):
+                spelling = assigned.group(1)
+        values = _literals(spelling)
+        if values is not None or path == kind.path or not _TYPE_NAME.fullmatch(spelling.strip()):
+            return values
+        # `@type {Type}` of a base's template parameter: the argument the subclass's `@extends` gives it.
+        templates = [m.group(1) for text in lines if (m := _TEMPLATE_TAG.search(text))]
+        if spelling.strip() not in templates:
+            return None
+        position = templates.index(spelling.strip())
+        own = self._class_name(kind)
+        declared = [s for s in self._symbols(kind.path) if s.kind == "class" and s.name == own]
+        if len(declared) != 1:
+            return None
+        kind_lines = self.read(kind.path)
+        start = declared[0].def_line - 1
+        for above in reversed(kind_lines[max(0, start - _DOC_LINES_ABOVE) : start]):
+            if tagged := _EXTENDS_TAG.search(above):
+                arguments = _alternatives(tagged.group(2), separator=",")
+                return _literals(arguments[position]) if position < len(arguments) else None
+        return None
+
+    def _member_set(self, kind: _Type, name: str) -> frozenset[_Member]:
+        found = self._member_of(kind, name)
+        return frozenset() if found is None else frozenset({found})
+
+    def _members_of_each(self, kind: _Type, name: str) -> frozenset[_Member]:
+        """`name` in `kind`, or in each type of a union that has one (unknown when one of them cannot be read)."""
+        if not kind.alternatives:
+            return self._member_set(kind, name)
+        return frozenset(m for k in kind.alternatives for m in self._members_of_each(k, name))
 
     def _chain(self, path: str, parts: list[str], *, element: bool, depth: int) -> _Type | None:
         """The type of the receiver `parts` (`info`, `this.node`, `a.b.c`) in `path`; `element`: of its elements."""
@@ -249,20 +483,30 @@ class JsDocTypes:
                 kind = self._spelled(path, spelling, element=element, depth=depth)
                 # What inference cannot tell (`xs.map((x) => ...)` over an untyped `xs`) says nothing either way; a
                 # written type this rule cannot follow (`@param {string} x`) is another type.
-                if kind is not None or not spelling.startswith(("of:", "new:", "at:", "call:")):
+                if kind is not None or not spelling.startswith(("of:", "new:", "at:", "call:", "untyped:")):
                     kinds.add(kind)
             self._types[key] = kinds.pop() if len(kinds) == 1 else None
         return self._types[key]
 
-    def _spelled(self, path: str, spelling: str, *, element: bool, depth: int) -> _Type | None:
-        if spelling.startswith("of:"):  # an element of the receiver that follows
-            return None if element else self._chain(path, spelling[3:].split("."), element=True, depth=depth - 1)
+    def _spelled(self, path: str, spelling: str, *, element: bool, depth: int, line: int | None = None) -> _Type | None:
+        """The type `spelling` (what `_spellings_in` read at `line`) gives a variable (`element`: its elements)."""
+        if spelling.startswith("of:"):  # an element of the receiver that follows, as bound at that line
+            parts = spelling[3:].split(".")
+            return None if element else self._receiver(path, parts, line, element=True, depth=depth - 1)
+        if spelling.startswith("untyped:"):  # `const x = []`: a binding nothing here types
+            return None
         if spelling.startswith("new:"):  # built with `new Name(...)`
             return None if element else self._named(path, spelling[4:])
         if spelling.startswith("at:"):  # `variable = receiver`, `const { key: variable } = receiver` (receiver.key)
-            return self._chain(path, spelling[3:].split("."), element=element, depth=depth - 1)
+            return self._receiver(path, spelling[3:].split("."), line, element=element, depth=depth - 1)
         if spelling.startswith("call:"):  # `const x = f(...)`: what f's `@returns` says
             parts = spelling[5:].split(".")
+            if len(parts) > 1 and parts[-1] in _ARRAY_ELEMENT_RESULTS | _ARRAY_RESULTS and not element:
+                # `xs.find(...)` is an element of the array `xs`, `xs.filter(...)` such an array.
+                whole = parts[-1] in _ARRAY_RESULTS
+                array = self._receiver(path, parts[:-1], line, element=not whole, depth=depth - 1)
+                if array is not None:
+                    return array
             called = (
                 self._function(path, parts[0])
                 if len(parts) == 1
@@ -338,14 +582,26 @@ class JsDocTypes:
         if not files:
             return None
         base_lines = self.read(files[0])
-        templates = {m.group(1) for line in base_lines if (m := _TEMPLATE_TAG.search(line))}
+        templates = [m.group(1) for line in base_lines if (m := _TEMPLATE_TAG.search(line))]
         declared = re.compile(r"\s*" + re.escape(field) + r"\s*[;=]")
         for number, line in enumerate(base_lines):
             if declared.match(line):
                 for above in base_lines[max(0, number - _DOC_LINES_ABOVE) : number]:
                     tagged = re.search(r"@type\s*\{\s*([A-Za-z_$][\w$]*)\s*\}", above)
                     if tagged and tagged.group(1) in templates:
-                        return self._parsed(path, argument, element=False)
+                        # The argument in the parameter's place (`@extends Node<'Text', Parent>`), else its default.
+                        arguments = _alternatives(argument, separator=",")
+                        position = templates.index(tagged.group(1))
+                        if position < len(arguments):
+                            return self._parsed(path, arguments[position], element=False)
+                        return self._template_default(files[0], tagged.group(1), element=False)
+        return None
+
+    def _template_default(self, path: str, template: str, *, element: bool) -> _Type | None:
+        """The default `path` gives its template parameter `template` (`@template {T} [Parent=T]`)."""
+        for line in self.read(path):
+            if (found := _TEMPLATE_DEFAULT.search(line)) and found.group(1) == template:
+                return self._parsed(path, found.group(2), element=element)
         return None
 
     def _parsed(self, path: str, spelling: str, *, element: bool) -> _Type | None:
@@ -453,6 +709,8 @@ class JsDocTypes:
         chain = [owner]
         for _ in range(_BASE_HOPS):
             chain += [b for c in chain for b in bases.get(c, []) if b not in chain]
+        # A property of an inline object type (`content: { start: number }`) is that type's, not the owner's.
+        members = [m for m in members if not _nested(m, symbols)]
         for cls in chain:
             for member in members:
                 if member.container.split(".")[-1] == cls:
@@ -486,12 +744,112 @@ class JsDocTypes:
             return found
         for above in reversed(lines[max(0, member.def_line - 1 - _DOC_LINES_ABOVE) : member.def_line - 1]):
             if tagged := re.search(r"@type\s*\{(.+)\}", above):
-                return self._parsed(path, tagged.group(1), element=element)
+                found = self._parsed(path, tagged.group(1), element=element)
+                if found is None and _TYPE_NAME.fullmatch(tagged.group(1).strip()):
+                    # `@type {Parent}` of the class's template parameter: read from outside, its default.
+                    return self._template_default(path, tagged.group(1).strip(), element=element)
+                return found
         return None
 
 
-def _alternatives(spelling: str) -> list[str]:
-    """The members of a union written in `spelling`, split at its top-level `|` (not inside `<>`, `()`, `{}`)."""
+def _array_before(text: str, end: int) -> str:
+    """The array a `.method(` at `end` is called on: the receiver just before, or the one a chain of calls that
+    return such an array starts from (`xs.filter((x) => ...).map(`). Empty when neither."""
+    for _ in range(_CHAIN_DEPTH):
+        if receiver := _RECEIVER_BEFORE.search(text, max(0, end - 200), end):
+            return receiver.group(1)
+        close = len(text[:end].rstrip()) - 1
+        if close < 0 or text[close] != ")":
+            return ""
+        depth, at = 0, close
+        while at >= max(0, close - _CALL_CHARS):
+            depth += {")": 1, "(": -1}.get(text[at], 0)
+            if depth == 0:
+                break
+            at -= 1
+        method = _ARRAY_CALL_BEFORE.search(text, max(0, at - 40), at) if depth == 0 else None
+        if method is None:
+            return ""
+        end = method.start()
+    return ""
+
+
+def _nested(member: Symbol, symbols: Sequence[Symbol]) -> bool:
+    """Whether `member` lies inside another member of its owner (a property of an inline object type)."""
+    return any(
+        other is not member
+        and other.kind in ("method", "field")
+        and other.container == member.container
+        and (other.def_line, other.def_column) < (member.def_line, member.def_column)
+        and (member.def_end_line, member.def_end_column) <= (other.def_end_line, other.def_end_column)
+        for other in symbols
+    )
+
+
+def _indent(text: str) -> int:
+    return len(text) - len(text.lstrip())
+
+
+def _literals(spelling: str) -> frozenset[str] | None:
+    """The strings a type written as string literals (`'A' | 'B'`) allows; None for any other type."""
+    choices = _alternatives(spelling) if spelling.strip() else []
+    found = [_STRING_LITERAL.fullmatch(c) for c in choices]
+    return frozenset(m.group(2) for m in found if m) if choices and all(found) else None
+
+
+def _guards(before: str, receiver: str) -> list[tuple[str, frozenset[str]]]:
+    """The tests of `receiver` on a use's line that guard the rest of it: `r.type === 'A' &&`, `r instanceof C ?`
+    (member, values; the member empty for `instanceof`, whose values are class names)."""
+    found: list[tuple[str, frozenset[str]]] = []
+    for test in _test_patterns(receiver):
+        for match in test.finditer(before):
+            if _GUARDS_REST.match(before, match.end()):
+                tested = match.groupdict()
+                found.append((tested.get("member") or "", frozenset({tested["value"]})))
+    # `if (receiver.type === 'Text') return f(receiver.data)`: a condition closed before the use.
+    for header in _IF_OPEN.finditer(before):
+        depth, at = 1, header.end()
+        while at < len(before) and depth:
+            depth += {"(": 1, ")": -1}.get(before[at], 0)
+            at += 1
+        if depth == 0:
+            found += _conditions(before[header.end() : at - 1], receiver)
+    return found
+
+
+def _conditions(condition: str, receiver: str) -> list[tuple[str, frozenset[str]]]:
+    """The tests of `receiver` an `if` condition's every branch passes: its `&&` terms that are one test, or a
+    disjunction of tests of the same member (`r.type === 'A' || r.type === 'B'`)."""
+    found: list[tuple[str, frozenset[str]]] = []
+    for conjunct in condition.split("&&"):
+        term = conjunct.strip().removeprefix("(").removesuffix(")").strip()
+        tests = [
+            (m.groupdict().get("member") or "", m["value"])
+            for part in term.split("||")
+            for m in _whole_test(part.strip(), receiver)
+        ]
+        if tests and len(tests) == len(term.split("||")) and len({member for member, _ in tests}) == 1:
+            found.append((tests[0][0], frozenset(value for _, value in tests)))
+    return found
+
+
+def _whole_test(part: str, receiver: str) -> list[re.Match[str]]:
+    return [m for test in _test_patterns(receiver) if (m := test.fullmatch(part))]
+
+
+@lru_cache(maxsize=1024)
+def _test_patterns(receiver: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """`receiver.member === 'value'` (or `==`) and `receiver instanceof Value`."""
+    name = r"(?<![\w$.])" + re.escape(receiver)
+    return (
+        re.compile(name + r"\.(?P<member>[A-Za-z_$][\w$]*)\s*===?\s*(['\"])(?P<value>[^'\"]*)\2"),
+        re.compile(name + r"\s+instanceof\s+(?P<value>[A-Za-z_$][\w$]*)"),
+    )
+
+
+def _alternatives(spelling: str, separator: str = "|") -> list[str]:
+    """The members of a union written in `spelling`, split at its top-level `|` (not inside `<>`, `()`, `{}`); with
+    `separator` `,`, the arguments of a type argument list."""
     parts: list[str] = []
     depth = 0
     start = 0
@@ -500,7 +858,7 @@ def _alternatives(spelling: str) -> list[str]:
             depth += 1
         elif char in ">)}]" and not (char == ">" and spelling[at - 1 : at] == "="):
             depth -= 1
-        elif char == "|" and depth == 0:
+        elif char == separator and depth == 0:
             parts.append(spelling[start:at])
             start = at + 1
     parts.append(spelling[start:])
@@ -516,8 +874,9 @@ def _spellings_in(  # noqa: PLR0912 - a branch per form
     whose result it is (`call:f`), or the array a `for ... of` loop or an element callback
     (`xs.forEach((variable) => ...)`) takes it from (`of:xs`)."""
     lines = text.split("\n")
-    param, declared, built, cast, assigned, calls, looped, called = _variable_patterns(variable, field)
+    param, declared, built, cast, assigned, calls, looped, indexed, called = _variable_patterns(variable, field)
     spellings: set[tuple[int, str]] = set()
+    untyped: list[int] = []  # lines declaring the variable (`const x = ...`)
     for number, line in enumerate(lines, start=1):
         if variable not in line:
             continue
@@ -525,9 +884,15 @@ def _spellings_in(  # noqa: PLR0912 - a branch per form
         if not field and "@param" in line and (found := param.search(line)):
             spellings.add((number, found.group(1)))
         if declared.match(line):
-            for above in lines[max(0, number - 1 - _DOC_LINES_ABOVE) : number - 1]:
+            # The doc comment just above (not one of an earlier declaration: code in between ends the search).
+            for above in reversed(lines[max(0, number - 1 - _DOC_LINES_ABOVE) : number - 1]):
                 if tagged := _TYPE_TAG.search(above):
                     spellings.add((number, tagged.group(1)))
+                    break
+                if above.strip() and not above.lstrip().startswith(("*", "/*", "//")):
+                    break
+            if not field and _DECLARATION.match(line):
+                untyped.append(number)
         if not field and "for" in line:
             spellings.update((number, "of:" + m.group(1)) for m in looped.finditer(line))
         if "=" not in line:
@@ -536,20 +901,25 @@ def _spellings_in(  # noqa: PLR0912 - a branch per form
             spellings.add((number, "new:" + found.group(1)))
         if "@type" in line and (found := cast.search(line)):
             spellings.add((number, found.group(1)))
+        if "[" in line and (found := indexed.search(line)):
+            spellings.add((number, "of:" + found.group(1)))
         if (found := assigned.search(line)) and found.group(1) != "this":
             spellings.add((number, "at:" + found.group(1)))
         if "(" in line and (found := calls.search(line)):
             spellings.add((number, "call:" + found.group(1)))
     if not field and ("=>" in text or "function" in text):
         for call in called.finditer(text):
-            if receiver := _RECEIVER_BEFORE.search(text, max(0, call.start() - 200), call.start()):
-                spellings.add((text.count("\n", 0, call.start()) + 1, "of:" + receiver.group(1)))
+            if receiver := _array_before(text, call.start()):
+                spellings.add((text.count("\n", 0, call.start()) + 1, "of:" + receiver))
     if not field:
         spellings.update(
             (number, f"at:{receiver}.{member}")
             for number, member, local, receiver in destructurings
             if local == variable
         )
+    # A declaration nothing above types is a binding all the same: the uses below it are not an earlier one's.
+    typed = {number for number, _ in spellings}
+    spellings.update((number, "untyped:") for number in untyped if number not in typed)
     return frozenset(spellings)
 
 

@@ -766,8 +766,10 @@ class Resolver:
                 else None
             )
             if evident is None and jsdoc is not None and owner and path.endswith(_JS_SUFFIXES):
-                typed = jsdoc.member(path, owner.split("."), definition.name, line)
-                evident = None if typed is None else typed == (target.path, definition)
+                typed = jsdoc.members(path, owner.split("."), definition.name, line, before)
+                evident = (target.path, definition) in typed if typed else None
+            if evident is None and ":" in owner:
+                continue  # an object's property that only its context's type (read in JavaScript) could make ours
             if evident is not None:
                 if evident:
                     keep.append((line, column))
