@@ -18,8 +18,9 @@ Measured:
 --overhead-only: one replica holding everything, and only the fan-out overhead, in --rounds rounds of paired
   samples (the machine is shared): the replica asked directly with the body the web tier sends it (`direct`) and
   with the bare query (`direct_bare`: it then reads the readable ids and ranks itself), then the web tier in
-  front of it, one after the other; a round's overhead is the p50 of the (web - direct) differences, and the
-  result the median of the rounds'; the 1-minute load average is recorded with each round
+  front of it, one after the other; a round's overhead is the p50 of the (web - direct) differences (--runs pairs
+  for every query, count:all included), and the result the median of the rounds'; the 1-minute load average is
+  recorded with each round
 Writes bench/.results/cluster_bench.json (--out).
 Run: python bench/cluster_bench.py [--repos 2000] [--searchers 3] [--runs 15]
      python bench/cluster_bench.py --overhead-only --repos 300 [--rounds 3]
@@ -51,6 +52,7 @@ from psycopg import sql
 
 import corpus
 from codewell.core.processes import terminate_with_parent
+from codewell.search.wire import FRAME_VERSION
 from scale_bench import (
     COMMON,
     RARE,
@@ -254,7 +256,7 @@ def overhead_phase(
     port, replica = bench.replicas[name]
     internal = httpx2.Client(headers={"authorization": f"Bearer {internal_token(bench.shared)}"}, timeout=600)
     actor = {"kind": "user", "user_id": 1, "username": "admin", "site_admin": True, "scopes": ["user:all"]}
-    web_body = {"actor": actor, "rank": False, "readable": readable_bitmap(bench.url), "frame": 1}
+    web_body = {"actor": actor, "rank": False, "readable": readable_bitmap(bench.url), "frame": FRAME_VERSION}
 
     def direct(extra: dict[str, Any]) -> Callable[[str], float]:
         def ask(query: str) -> float:
@@ -272,7 +274,9 @@ def overhead_phase(
         load = os.getloadavg()[0]
         row: dict[str, Any] = {"load_1m": round(load, 2)}
         for name_q, query in QUERIES.items():
-            runs = bench.args.runs if "count:all" not in name_q else max(3, bench.args.runs // 3)
+            # Every query gets --runs pairs here: at a few hundred repositories a count:all answers in ~20 ms, and
+            # with a third of the pairs (5) a round's median was whichever burst of load elsewhere hit them.
+            runs = bench.args.runs
             for ask in asks.values():
                 ask(query)  # warm-up
             # Paired: each web answer right after the replica's own, so that a burst of load elsewhere on the

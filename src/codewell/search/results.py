@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 import orjson
 
-__all__ = ["FileMatch", "IndexStatus", "LineMatch", "LineSource", "RawLines", "RowLines", "SearchResults"]
+__all__ = ["FileMatch", "IndexStatus", "LineMatch", "LineSource", "RawFile", "RowLines", "SearchResults", "file_json"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,10 +80,10 @@ class RowLines:
         return None
 
 
-class RawLines:
-    """A LineSource over lines still in the REST answer's JSON (`lineMatches`: an array of `{"lineNumber", "line",
-    "ranges"}`), as a searcher replica sent them (search/wire.py): the REST route copies the bytes into its answer
-    (`FileMatch.lines_fragment`) without decoding them; anything that reads a line decodes them all, once."""
+class RawFile:
+    """A LineSource over one file as the REST answer gives it (`{"repository", ..., "lineMatches"}`), as a searcher
+    replica sent it (search/wire.py): the REST route copies the bytes into its answer (`FileMatch.rest_fragment`)
+    without decoding them; anything that reads a line decodes the file once."""
 
     __slots__ = ("_rows", "count", "raw")
 
@@ -94,7 +94,8 @@ class RawLines:
 
     def rows(self) -> list[dict[str, Any]]:
         if self._rows is None:
-            rows = orjson.loads(self.raw)
+            whole = orjson.loads(self.raw)
+            rows = whole.get("lineMatches") if isinstance(whole, dict) else None
             if not isinstance(rows, list) or len(rows) != self.count:
                 raise ValueError("a replica's lines do not match their count")
             self._rows = rows
@@ -212,15 +213,16 @@ class FileMatch:
         """The lines as the REST answer gives them (`lineMatches`)."""
         if self._lines is None and isinstance(self._source, RowLines):
             return [{"lineNumber": n, "line": text, "ranges": ranges} for n, text, ranges in self._source.rows]
-        if self._lines is None and isinstance(self._source, RawLines):
+        if self._lines is None and isinstance(self._source, RawFile):
             return self._source.rows()
         return lines_json(self.line_matches)
 
-    def lines_fragment(self) -> list[dict[str, Any]] | orjson.Fragment:
-        """`lines_json` for orjson: a replica's lines as the bytes it sent (no decoding, no encoding again)."""
-        if self._lines is None and isinstance(self._source, RawLines):
+    def rest_fragment(self) -> orjson.Fragment | None:
+        """The whole file in the REST answer as a replica sent it (`RawFile`), for orjson: neither decoded nor
+        encoded again here. None when its lines are not those bytes."""
+        if self._lines is None and isinstance(self._source, RawFile):
             return orjson.Fragment(self._source.raw)
-        return self.lines_json()
+        return None
 
     def _read(self) -> LineSource:
         assert self._source is not None
@@ -273,7 +275,7 @@ class SearchResults:
     unsearched: list[str] = field(default_factory=list)
 
     def to_json(self, *, fragments: bool = False) -> dict[str, Any]:
-        """The REST answer. `fragments`: for orjson only, with a replica's lines as the bytes it sent."""
+        """The REST answer. `fragments`: for orjson only, with a replica's files as the bytes it sent."""
         return {
             "matchCount": self.match_count,
             "limitHit": self.limit_hit,
@@ -282,18 +284,23 @@ class SearchResults:
             "durationMs": round(self.duration_ms, 2),
             **({"unsearched": self.unsearched} if self.unsearched else {}),
             "files": [
-                {
-                    "repository": f.repo,
-                    "path": f.path,
-                    "commit": f.commit,
-                    "language": f.language,
-                    "pathMatch": f.path_match,
-                    **({"symbols": {str(n): label for n, label in f.labels.items()}} if f.labels else {}),
-                    "lineMatches": f.lines_fragment() if fragments else f.lines_json(),
-                }
+                fragment if fragments and (fragment := f.rest_fragment()) is not None else file_json(f)
                 for f in self.files
             ],
         }
+
+
+def file_json(f: FileMatch) -> dict[str, Any]:
+    """One file of the REST answer (a replica frames each file so, search/wire.py)."""
+    return {
+        "repository": f.repo,
+        "path": f.path,
+        "commit": f.commit,
+        "language": f.language,
+        "pathMatch": f.path_match,
+        **({"symbols": {str(n): label for n, label in f.labels.items()}} if f.labels else {}),
+        "lineMatches": f.lines_json(),
+    }
 
 
 @dataclass(frozen=True, slots=True)

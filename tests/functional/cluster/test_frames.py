@@ -13,7 +13,7 @@ from codewell.runtime import Runtime
 from codewell.search.cluster import INTERNAL_PREFIX, internal_token
 from codewell.search.replica import replica_app
 from codewell.search.service import SearchService
-from codewell.search.wire import FRAMED_MEDIA_TYPE, decode_answer, decode_results, encode_actor
+from codewell.search.wire import FRAME_VERSION, FRAMED_MEDIA_TYPE, decode_answer, decode_results, encode_actor
 from tests.gitfixtures import make_repo, register_local_repo
 
 
@@ -29,11 +29,15 @@ def test_a_framed_page_reads_as_one_process_answers(tmp_path: Path, runtime: Run
     headers = {"Authorization": f"Bearer {internal_token(runtime.secret_key())}"}
     body = {"actor": encode_actor(INTERNAL), "query": "mutex_lock", "rank": True}
 
-    framed = client.post(INTERNAL_PREFIX + "/search", json={**body, "frame": 1}, headers=headers)
+    framed = client.post(INTERNAL_PREFIX + "/search", json={**body, "frame": FRAME_VERSION}, headers=headers)
     assert framed.status_code == 200
     assert framed.headers["content-type"] == FRAMED_MEDIA_TYPE
     plain = client.post(INTERNAL_PREFIX + "/search", json=body, headers=headers)
     assert plain.headers["content-type"] == "application/json"
+    # A web tier of the release before (frame 1) is answered plain JSON, which it reads.
+    older = client.post(INTERNAL_PREFIX + "/search", json={**body, "frame": 1}, headers=headers)
+    assert older.headers["content-type"] == "application/json"
+    assert older.content == plain.content
 
     local = service.search(INTERNAL, "mutex_lock").to_json()
     for response in (framed, plain):
@@ -45,5 +49,5 @@ def test_a_framed_page_reads_as_one_process_answers(tmp_path: Path, runtime: Run
         assert rest["matchCount"] == local["matchCount"] == 31
 
     # Without the internal credential the replica answers nothing, framed or not.
-    refused = client.post(INTERNAL_PREFIX + "/search", json={**body, "frame": 1})
+    refused = client.post(INTERNAL_PREFIX + "/search", json={**body, "frame": FRAME_VERSION})
     assert refused.status_code == 401

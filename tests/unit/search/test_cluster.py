@@ -148,14 +148,55 @@ def test_a_framed_answer_carries_the_rest_lines_as_they_go_out() -> None:
     assert decode_results(decode_answer("application/json", old))[0].files == plain.files
 
 
+def _frame_head(end: int, **changes: object) -> bytes:
+    columns: dict[str, object] = {
+        "repo": ["r"], "repo_id": [1], "path": ["p"], "commit": ["c"], "language": ["Go"], "path_match": [False],
+        "score": [0.0], "order": [[1]], "lines": [0], "end": [end],
+    }  # fmt: skip
+    head = {"match_count": 0, "limit_hit": False, "timed_out": False, "held": "", "files": columns, "labels": {}}
+    for key, value in changes.items():
+        (columns if key in columns else head)[key] = value
+    return orjson.dumps(head) + b"\n"
+
+
+_FILE = b'{"lineMatches":[]}'
+
+
 @pytest.mark.parametrize(
     "body",
-    [b'{"files": []}', b'{"files": [["r", 1, "p", "c", "Go", false, 0, [], {}, [0, 99, 1]]]}\n[]', b"[1]\n"],
-    ids=["no-head-end", "lines-outside", "head-not-object"],
+    [
+        b'{"files": []}',
+        _frame_head(99) + _FILE,
+        _frame_head(len(_FILE)) + b"[" + _FILE[1:-1] + b"]",
+        _frame_head(len(_FILE)) + _FILE + b"{}",
+        _frame_head(len(_FILE), repo_id=[1, 2]) + _FILE,
+        _frame_head(len(_FILE), path=[]) + _FILE,
+        _frame_head(len(_FILE), labels={"1": {"2": "func F"}}) + _FILE,
+        _frame_head(3) + b"[1]",
+        b"[1]\n",
+    ],
+    ids=[
+        "no-head-end",
+        "file-outside",
+        "file-not-an-object",
+        "bytes-past-the-last-file",
+        "ids-differ",
+        "columns-differ",
+        "labels-of-no-file",
+        "file-not-an-object-at-all",
+        "head-not-object",
+    ],
 )
 def test_a_broken_frame_is_refused(body: bytes) -> None:
     with pytest.raises((ValueError, KeyError)):
         decode_results(decode_answer(FRAMED_MEDIA_TYPE, body))
+
+
+def test_a_well_formed_frame_of_those_reads() -> None:
+    # The broken frames above differ from this one in one thing each: what they break is what fails them.
+    results, repo_ids, _ = decode_results(decode_answer(FRAMED_MEDIA_TYPE, _frame_head(len(_FILE)) + _FILE))
+    assert (repo_ids, [f.path for f in results.files], results.files[0].line_count) == ([1], ["p"], 0)
+    assert orjson.dumps(results.to_json(fragments=True)["files"]) == b"[" + _FILE + b"]"
 
 
 def test_the_internal_credential_depends_on_the_instance_secret() -> None:
