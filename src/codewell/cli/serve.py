@@ -153,16 +153,20 @@ def _serve_replica(
 ) -> None:
     """A web replica started by `--web-processes`: no migrations, first-run steps nor jobs; its own socket on
     the first process's port; ends with that process."""
-    from codewell.app import create_app  # noqa: PLC0415 - lazy command (docs/architecture.md)
     from codewell.cli.web_processes import bind_shared, watch_parent  # noqa: PLC0415 - lazy command
     from codewell.core.memory import limit_malloc_arenas  # noqa: PLC0415 - lazy command
 
     watch_parent(parent_pid)
     limit_malloc_arenas()
+    try:  # first: a replica that cannot listen fails at once, and the first process stops the server
+        sock = bind_shared(bind_host, bind_port)
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {bind_host}:{bind_port}: {exc.strerror or exc}") from exc
+    from codewell.app import create_app  # noqa: PLC0415 - lazy command (docs/architecture.md)
+
     runtime = open_runtime(ctx, migrate=False, **overrides)
     runtime.run_jobs = False
     app = create_app(runtime)
-    sock = bind_shared(bind_host, bind_port)
     try:
         _serve_http(app, bind_host, bind_port, sockets=[sock])
     finally:
