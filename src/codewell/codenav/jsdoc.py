@@ -269,9 +269,12 @@ class JsDocTypes:
         answers: set[frozenset[_Member]] = set()
         for number, spelling in spelled:
             current = self._spelled(path, spelling, element=False, depth=depth, line=number)
-            for part in qualifier[1:]:
+            for at, part in enumerate(qualifier[1:], start=1):
+                if every and current is not None and current.alternatives and line is not None:
+                    # `owner.type === 'Attribute' && owner.parent.name`: the receiver narrowed first.
+                    current = self._narrowed(path, line, before, ".".join(qualifier[:at]), current)
                 found = self._member_of(current, part) if current is not None else None
-                current = self._type_of_member(*found) if found is not None else None
+                current = self._type_of_member(*found, via=current) if found is not None else None
             answers.add(look(current, name) if current is not None else frozenset())
         if line is None:
             answers.discard(frozenset())
@@ -597,6 +600,27 @@ class JsDocTypes:
                         return self._template_default(files[0], tagged.group(1), element=False)
         return None
 
+    def _type_argument(self, kind: _Type, base_path: str, template: str) -> _Type | None:
+        """The argument the class `kind` gives the template parameter `template` of its base in `base_path`, by
+        position in the `@extends Base<...>` above its declaration."""
+        if kind.alternatives or kind.path == base_path:
+            return None
+        templates = [m.group(1) for line in self.read(base_path) if (m := _TEMPLATE_TAG.search(line))]
+        own = self._class_name(kind)
+        declared = [s for s in self._symbols(kind.path) if s.kind == "class" and s.name == own]
+        if template not in templates or len(declared) != 1:
+            return None
+        lines = self.read(kind.path)
+        start = declared[0].def_line - 1
+        for above in reversed(lines[max(0, start - _DOC_LINES_ABOVE) : start]):
+            if tagged := _EXTENDS_TAG.search(above):
+                arguments = _alternatives(tagged.group(2), separator=",")
+                position = templates.index(template)
+                return (
+                    self._parsed(kind.path, arguments[position], element=False) if position < len(arguments) else None
+                )
+        return None
+
     def _template_default(self, path: str, template: str, *, element: bool) -> _Type | None:
         """The default `path` gives its template parameter `template` (`@template {T} [Parent=T]`)."""
         for line in self.read(path):
@@ -730,7 +754,12 @@ class JsDocTypes:
         shared = [m for m in members if m.container.split(".")[-1] in extended]
         return (kind.path, min(shared, key=lambda s: s.line)) if shared else None
 
-    def _type_of_member(self, path: str, member: Symbol, *, element: bool = False) -> _Type | None:
+    def _type_of_member(
+        self, path: str, member: Symbol, *, element: bool = False, via: _Type | None = None
+    ) -> _Type | None:
+        """The type of `member` (declared in `path`), read through `via`, the type it was reached on: a base's
+        `@type {Parent}` of its `@template` parameter is the argument `via`'s class gives it (`@extends
+        Node<'Attribute', Element>`), else the parameter's default."""
         lines = self.read(path)
         line = lines[member.def_line - 1] if member.def_line <= len(lines) else ""
         if path.endswith(".ts"):
@@ -746,8 +775,9 @@ class JsDocTypes:
             if tagged := re.search(r"@type\s*\{(.+)\}", above):
                 found = self._parsed(path, tagged.group(1), element=element)
                 if found is None and _TYPE_NAME.fullmatch(tagged.group(1).strip()):
-                    # `@type {Parent}` of the class's template parameter: read from outside, its default.
-                    return self._template_default(path, tagged.group(1).strip(), element=element)
+                    # `@type {Parent}` of the class's template parameter.
+                    given = self._type_argument(via, path, tagged.group(1).strip()) if via is not None else None
+                    return given or self._template_default(path, tagged.group(1).strip(), element=element)
                 return found
         return None
 

@@ -186,7 +186,40 @@ COMPILER = (
     "    current = { filename: 'x' };\n"  # 28: typed as the variable it is assigned to
     "}\n"
 )
+TREE_BASE = (
+    "/**\n"
+    " * @template [Parent=import('./Root.js').default]\n"
+    " */\n"
+    "export default class Base {\n"
+    "    /** @type {Parent} */\n"
+    "    parent;\n"
+    "}\n"
+)
+TREE_ROOT = "export default class Root {\n    /** @type {string} */\n    label;\n}\n"
+TREE_HOLDER = TREE_ROOT.replace("Root", "Holder")
+TREE_LEAF = (
+    "import Base from './Base.js';\n"
+    "\n"
+    "/** @extends Base<import('./Holder.js').default> */\n"
+    "export default class Leaf extends Base {}\n"
+)
+TREE_USE = (
+    "/** @param {import('./Leaf.js').default} leaf */\n"
+    "export function leaf_label(leaf) {\n"
+    "    return leaf.parent.label;\n"  # 3: Leaf fills Base's Parent with Holder
+    "}\n"
+    "\n"
+    "/** @param {import('./Base.js').default} base */\n"
+    "export function base_label(base) {\n"
+    "    return base.parent.label;\n"  # 8: the parameter's default, Root
+    "}\n"
+)
 FILES = {
+    "src/tree/Base.js": TREE_BASE,
+    "src/tree/Root.js": TREE_ROOT,
+    "src/tree/Holder.js": TREE_HOLDER,
+    "src/tree/Leaf.js": TREE_LEAF,
+    "src/tree/use.js": TREE_USE,
     "src/nodes/shared/Node.js": NODE,
     "src/nodes/Text.js": TEXT,
     "src/nodes/Comment.js": COMMENT,
@@ -276,3 +309,12 @@ def test_definitions_read_through_narrowing_and_scopes(nav: CodeNavService) -> N
     assert definition(nav, "src/Compiler.js", "hash") == ("src/hash.js", 1)
     # `content: { start }` is the inline type's member: Style's `start` is the one Base declares.
     assert definition(nav, "src/Compiler.js", "this.style.start") == ("src/compile.d.ts", 2)
+
+
+def test_a_base_template_parameter_is_the_subclass_argument_else_its_default(nav: CodeNavService) -> None:
+    holder = references(nav, "src/tree/Holder.js", "Holder.label")
+    root = references(nav, "src/tree/Root.js", "Root.label")
+    assert ("src/tree/use.js", 3) in holder
+    assert ("src/tree/use.js", 3) not in root
+    assert ("src/tree/use.js", 8) in root
+    assert ("src/tree/use.js", 8) not in holder
