@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import io
 import logging
-import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -25,13 +25,10 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
-from urllib.parse import urlsplit
 
 import numpy as np
 import orjson
-import urllib3
-from urllib3.exceptions import ConnectTimeoutError, HTTPError, MaxRetryError, NewConnectionError
-from urllib3.exceptions import TimeoutError as TransportTimeout
+import pycurl
 
 from codewell.jobs.placement import Replica, ranked
 from codewell.search.results import FileMatch, SearchResults
@@ -100,19 +97,13 @@ class Fanout:
 
     def __init__(self, token: str) -> None:
         self._token = token
-        # Replicas at http:// addresses (every `codewell searcher`): a keep-alive client of our own, ~0.1 ms of CPU
-        # per call where urllib3 cost ~0.6 ms (see `Connections`). urllib3 stays for any other scheme (a
-        # replica behind a TLS proxy).
         self._connections = Connections(token)
-        self._http = urllib3.PoolManager(num_pools=64, maxsize=64, retries=False)
-        self._headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="search-fanout")
         self._lock = threading.Lock()
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._connections.close()
-        self._http.clear()
 
     def post_all(
         self,
@@ -143,8 +134,6 @@ class Fanout:
                 replies.append(Reply(replica, future.result()))
             except (ReplicaError, TransportError) as exc:
                 replies.append(Reply(replica, None, str(exc)))
-            except HTTPError as exc:
-                replies.append(Reply(replica, None, _transport_reason(exc)))
         return replies
 
     def _one(self, replica: Replica, path: str, data: bytes, deadline: float, decode: Decoder) -> Reply:
@@ -152,25 +141,11 @@ class Fanout:
             return Reply(replica, self._post(replica, path, data, deadline, decode))
         except (ReplicaError, TransportError) as exc:
             return Reply(replica, None, str(exc))
-        except HTTPError as exc:
-            return Reply(replica, None, _transport_reason(exc))
 
     def _post(self, replica: Replica, path: str, data: bytes, deadline: float, decode: Decoder) -> Mapping[str, Any]:
         until = max(time.monotonic() + 0.05, deadline) + TRANSPORT_GRACE_SECONDS
         address = replica.address.rstrip("/")
-        if address.startswith("http://"):
-            status, content_type, content = self._connections.post(address, INTERNAL_PREFIX + path, data, until)
-        else:
-            remaining = until - time.monotonic()
-            response = self._http.request(
-                "POST",
-                address + INTERNAL_PREFIX + path,
-                body=data,
-                headers=self._headers,
-                timeout=urllib3.Timeout(connect=min(CONNECT_TIMEOUT_SECONDS, remaining), read=remaining),
-                redirect=False,
-            )
-            status, content_type, content = response.status, response.headers.get("content-type", ""), response.data
+        status, content_type, content = self._connections.post(address, INTERNAL_PREFIX + path, data, until)
         if status != 200:
             raise ReplicaError(f"answered HTTP {status}")
         try:
@@ -182,251 +157,93 @@ class Fanout:
 UNREACHABLE = "could not be reached"
 LATE = "did not answer before the deadline"
 FAILED = "failed to answer"
-# Bounds of what a replica may send: a status line and headers, and a body (a count:all of a common word over a
-# replica's share: tens of MB at most).
-_MAX_HEAD_BYTES = 64 << 10
+# The largest answer a replica may send (a count:all of a common word over a replica's share: tens of MB at most).
 _MAX_BODY_BYTES = 1 << 30
-# Idle connections kept per replica (one per request in flight is enough; more only after a burst).
-_IDLE_PER_ADDRESS = 16
+# Idle handles kept (each with its kept-alive connections): one per request in flight, more only after a burst.
+_IDLE_HANDLES = 64
 
 
 class TransportError(Exception):
     """A replica could not be asked or did not answer (its message is the reason the partial answer gives)."""
 
 
-class _Stale(Exception):
-    """A kept-alive connection the replica had closed (nothing of an answer came back): asked again on a new one."""
-
-
 class Connections:
-    """HTTP/1.1 keep-alive connections to replicas at http:// addresses, a few kept idle per address.
+    """HTTP requests to replicas through libcurl (pycurl): kept-alive connections, timeouts, chunked and
+    close-delimited bodies, TLS and a connection the replica closed while idle (asked again on a new one) are
+    libcurl's. A handle serves one request at a time; idle handles, each with its connections, are kept for the next.
 
-    Minimal on purpose: the internal API answers with a Content-Length (Starlette's `Response`; chunked and
-    close-delimited bodies are read too). urllib3 over http.client cost ~0.6 ms of CPU per call on the web tier
-    (header parsing through the email package, a liveness poll per pooled connection), over a tenth of the
-    fan-out's overhead budget; this costs ~0.1-0.2 ms. A connection the replica closed while idle (uvicorn's
-    keep-alive timeout) is noticed when nothing comes back, and the request is sent once more on a new one:
-    every internal call is a read, so a repeat is harmless."""
+    Why libcurl: the fan-out pays the client's CPU once per replica per query, in the web process. urllib3 (over
+    http.client, headers parsed through the email package) cost ~0.47 ms of CPU per call on loopback, httpcore
+    ~0.4-0.5 ms; libcurl ~0.03-0.05 ms, the same as a minimal socket client, without one of our own
+    (docs/architecture.md, "Search cluster")."""
 
     def __init__(self, token: str) -> None:
-        self._auth = f"Authorization: Bearer {token}\r\n"
-        self._idle: dict[tuple[str, int], list[socket.socket]] = {}
-        self._targets: dict[str, tuple[str, int, str]] = {}
+        # `Expect:` off: libcurl would wait for a 100-continue before sending a large body.
+        self._headers = [f"Authorization: Bearer {token}", "Content-Type: application/json", "Expect:"]
+        self._idle: list[pycurl.Curl] = []
         self._lock = threading.Lock()
 
     def close(self) -> None:
         with self._lock:
-            idle, self._idle = self._idle, {}
-        for sockets in idle.values():
-            for sock in sockets:
-                sock.close()
+            idle, self._idle = self._idle, []
+        for curl in idle:
+            curl.close()
 
     def post(self, address: str, path: str, body: bytes, until: float) -> tuple[int, str, bytes]:
         """POST `body` (JSON) to `address` + `path`: (status, content type, body); TransportError if the replica
         cannot be reached or does not answer whole by `until` (monotonic)."""
-        host, port, prefix = self._target(address)
-        request = (
-            f"POST {prefix}{path} HTTP/1.1\r\nHost: {host}:{port}\r\n{self._auth}"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-        ).encode("latin-1") + body
-        for _attempt in range(2):
-            sock, reused = self._take(host, port, until)
-            try:
-                status, content_type, content, keep = _exchange(sock, request, until)
-            except _Stale:
-                sock.close()
-                if reused:
-                    continue
-                raise TransportError(FAILED) from None
-            except BaseException:
-                sock.close()
-                raise
-            if keep:
-                self._give(host, port, sock)
-            else:
-                sock.close()
-            return status, content_type, content
-        raise TransportError(FAILED)
-
-    def _target(self, address: str) -> tuple[str, int, str]:
-        target = self._targets.get(address)
-        if target is None:
-            parts = urlsplit(address)
-            try:
-                port = parts.port or 80
-            except ValueError as exc:
-                raise TransportError(UNREACHABLE) from exc
-            target = (parts.hostname or "", port, parts.path.rstrip("/"))
-            self._targets[address] = target
-        return target
-
-    def _take(self, host: str, port: int, until: float) -> tuple[socket.socket, bool]:
-        with self._lock:
-            idle = self._idle.get((host, port))
-            if idle:
-                return idle.pop(), True
-        remaining = until - time.monotonic()
-        if remaining <= 0:
+        remaining_ms = int((until - time.monotonic()) * 1000)
+        if remaining_ms <= 0:
             raise TransportError(LATE)
+        curl = self._take()
+        answer = io.BytesIO()
         try:
-            sock = socket.create_connection((host, port), timeout=min(CONNECT_TIMEOUT_SECONDS, remaining))
-        except OSError as exc:  # refused, unreachable, unknown name, or the connect timed out
-            raise TransportError(UNREACHABLE) from exc
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return sock, False
+            curl.setopt(pycurl.URL, address + path)
+            curl.setopt(pycurl.POSTFIELDS, body)
+            curl.setopt(pycurl.WRITEDATA, answer)
+            curl.setopt(pycurl.TIMEOUT_MS, remaining_ms)
+            curl.setopt(pycurl.CONNECTTIMEOUT_MS, min(int(CONNECT_TIMEOUT_SECONDS * 1000), remaining_ms))
+            curl.perform()
+            status = int(curl.getinfo(pycurl.RESPONSE_CODE))
+            content_type = str(curl.getinfo(pycurl.CONTENT_TYPE) or "")
+        except pycurl.error as exc:
+            # Whether the request went out: a kept-alive connection reports no connect time, a refused one a
+            # pretransfer time; the bytes sent tell.
+            reason = _reason(int(exc.args[0]), sent=curl.getinfo(pycurl.REQUEST_SIZE) > 0)
+            curl.close()  # its connection may be half-read: not kept
+            raise TransportError(reason) from None
+        self._give(curl)
+        return status, content_type, answer.getvalue()
 
-    def _give(self, host: str, port: int, sock: socket.socket) -> None:
+    def _take(self) -> pycurl.Curl:
         with self._lock:
-            idle = self._idle.setdefault((host, port), [])
-            if len(idle) < _IDLE_PER_ADDRESS:
-                idle.append(sock)
+            if self._idle:
+                return self._idle.pop()
+        curl = pycurl.Curl()
+        curl.setopt(pycurl.NOSIGNAL, 1)  # timeouts without SIGALRM: requests run in many threads
+        curl.setopt(pycurl.HTTPHEADER, self._headers)
+        curl.setopt(pycurl.FOLLOWLOCATION, 0)
+        curl.setopt(pycurl.PROTOCOLS, pycurl.PROTO_HTTP | pycurl.PROTO_HTTPS)
+        curl.setopt(pycurl.NOPROXY, "*")  # replicas are inside the deployment: never through a proxy from the env
+        curl.setopt(pycurl.MAXFILESIZE_LARGE, _MAX_BODY_BYTES)
+        curl.setopt(pycurl.TCP_NODELAY, 1)
+        return curl
+
+    def _give(self, curl: pycurl.Curl) -> None:
+        with self._lock:
+            if len(self._idle) < _IDLE_HANDLES:
+                self._idle.append(curl)
                 return
-        sock.close()
+        curl.close()
 
 
-def _exchange(sock: socket.socket, request: bytes, until: float) -> tuple[int, str, bytes, bool]:
-    """Send `request` and read one answer: (status, content type, body, whether the connection stays open)."""
-    try:
-        _wait_until(sock, until)
-        sock.sendall(request)
-    except TimeoutError as exc:
-        raise TransportError(LATE) from exc
-    except OSError as exc:  # reset or broken pipe: the replica closed the connection while it was idle
-        raise _Stale from exc
-    buffer = bytearray()
-    head_end = -1
-    while head_end < 0:
-        chunk = _receive(sock, until, stale_if_empty=not buffer)
-        if not chunk:
-            raise TransportError(FAILED)  # the replica closed the connection during its answer
-        buffer += chunk
-        head_end = buffer.find(b"\r\n\r\n")
-        if head_end < 0 and len(buffer) > _MAX_HEAD_BYTES:
-            raise TransportError(FAILED)
-    status, headers = _parse_head(bytes(buffer[:head_end]))
-    rest = buffer[head_end + 4 :]
-    keep = headers.get("connection", "").lower() != "close"
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        content = _read_chunked(sock, rest, until)
-    elif "content-length" in headers:
-        try:
-            length = int(headers["content-length"])
-        except ValueError as exc:
-            raise TransportError(FAILED) from exc
-        if not 0 <= length <= _MAX_BODY_BYTES:
-            raise TransportError(FAILED)
-        content = _read_exactly(sock, rest, length, until)
-    else:  # close-delimited
-        content, keep = _read_to_end(sock, rest, until), False
-    return status, headers.get("content-type", ""), content, keep
-
-
-def _wait_until(sock: socket.socket, until: float) -> None:
-    remaining = until - time.monotonic()
-    if remaining <= 0:
-        raise TransportError(LATE)
-    sock.settimeout(remaining)
-
-
-def _receive(sock: socket.socket, until: float, *, stale_if_empty: bool = False) -> bytes:
-    """The next bytes of the answer (b"" once the replica closed the connection)."""
-    try:
-        _wait_until(sock, until)
-        chunk = sock.recv(1 << 18)
-    except TimeoutError as exc:
-        raise TransportError(LATE) from exc
-    except OSError as exc:
-        if stale_if_empty:
-            raise _Stale from exc
-        raise TransportError(FAILED) from exc
-    if not chunk and stale_if_empty:
-        raise _Stale
-    return chunk
-
-
-def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
-    lines = head.decode("latin-1").split("\r\n")
-    version, _, rest = lines[0].partition(" ")
-    code = rest[:3]
-    if not version.startswith("HTTP/1.") or not code.isdigit():
-        raise TransportError(FAILED)
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, _, value = line.partition(":")
-        headers[name.strip().lower()] = value.strip()
-    return int(code), headers
-
-
-def _read_exactly(sock: socket.socket, start: bytearray, length: int, until: float) -> bytes:
-    if len(start) >= length:
-        return bytes(start[:length])
-    body = bytearray(length)
-    body[: len(start)] = start
-    view = memoryview(body)
-    got = len(start)
-    while got < length:
-        try:
-            _wait_until(sock, until)
-            n = sock.recv_into(view[got:])
-        except TimeoutError as exc:
-            raise TransportError(LATE) from exc
-        except OSError as exc:
-            raise TransportError(FAILED) from exc
-        if n == 0:
-            raise TransportError(FAILED)
-        got += n
-    return bytes(body)
-
-
-def _read_to_end(sock: socket.socket, start: bytearray, until: float) -> bytes:
-    body = bytearray(start)
-    while chunk := _receive(sock, until):
-        body += chunk
-        if len(body) > _MAX_BODY_BYTES:
-            raise TransportError(FAILED)
-    return bytes(body)
-
-
-def _read_chunked(sock: socket.socket, start: bytearray, until: float) -> bytes:
-    buffer, body, at = bytearray(start), bytearray(), 0
-
-    def line() -> bytes:
-        nonlocal at
-        while (end := buffer.find(b"\r\n", at)) < 0:
-            chunk = _receive(sock, until)
-            if not chunk:
-                raise TransportError(FAILED)
-            buffer.extend(chunk)
-        found, at = bytes(buffer[at:end]), end + 2
-        return found
-
-    while True:
-        try:
-            size = int(line().split(b";", 1)[0], 16)
-        except ValueError as exc:
-            raise TransportError(FAILED) from exc
-        if size == 0:
-            while line():  # trailers, up to the empty line
-                pass
-            return bytes(body)
-        while len(buffer) - at < size + 2:
-            chunk = _receive(sock, until)
-            if not chunk:
-                raise TransportError(FAILED)
-            buffer.extend(chunk)
-        body += buffer[at : at + size]
-        at += size + 2
-        if len(body) > _MAX_BODY_BYTES:
-            raise TransportError(FAILED)
-
-
-def _transport_reason(exc: HTTPError) -> str:
-    cause = exc.reason if isinstance(exc, MaxRetryError) and exc.reason is not None else exc
-    if isinstance(cause, (NewConnectionError, ConnectTimeoutError)):
+def _reason(code: int, *, sent: bool) -> str:
+    """What a partial answer says of a replica libcurl failed to ask (error `code`; `sent`: the request went out)."""
+    if not sent:  # refused, unknown host, bad address, or the connect timed out
         return UNREACHABLE
-    if isinstance(cause, TransportTimeout):
+    if code == pycurl.E_OPERATION_TIMEDOUT:
         return LATE
-    return FAILED
+    return FAILED  # cut short, not HTTP, too large
 
 
 def preferred_holders(held: Mapping[str, np.ndarray]) -> dict[int, str]:
