@@ -244,7 +244,9 @@ def _drop(_data: bytes) -> None:
 
 def _reason(code: int, *, sent: bool) -> str:
     """What a partial answer says of a replica libcurl failed to ask (error `code`; `sent`: the request went out)."""
-    if not sent:  # refused, unknown host, bad address, or the connect timed out
+    # Refused or unknown (also when a kept-alive connection had died and libcurl's new one was refused), a bad
+    # address, or the connect timed out.
+    if not sent or code in (pycurl.E_COULDNT_CONNECT, pycurl.E_COULDNT_RESOLVE_HOST):
         return UNREACHABLE
     if code == pycurl.E_OPERATION_TIMEDOUT:
         return LATE

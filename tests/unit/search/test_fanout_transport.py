@@ -82,6 +82,9 @@ class Server:
         self.open.clear()
 
     def stop(self) -> None:
+        # shutdown first: a plain close leaves the socket listening while the accept thread is blocked on it.
+        with suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)
         self.listener.close()
         self.close_idle()
 
@@ -168,6 +171,16 @@ def test_a_replica_that_is_not_listening_could_not_be_reached(client: Connection
         port = taken.getsockname()[1]
     with pytest.raises(TransportError, match=UNREACHABLE):
         client.post(f"http://127.0.0.1:{port}", "/", b"{}", _soon())
+
+
+def test_a_replica_gone_after_a_kept_alive_answer_could_not_be_reached(client: Connections) -> None:
+    """A replica killed between two queries: its kept-alive connection is dead and its port refuses."""
+    with serving(echo) as server:
+        client.post(server.address, "/a", b"{}", _soon())
+        address = server.address
+    time.sleep(0.05)
+    with pytest.raises(TransportError, match=UNREACHABLE):
+        client.post(address, "/b", b"{}", _soon())
 
 
 def test_a_slow_replica_did_not_answer_before_the_deadline(client: Connections) -> None:
