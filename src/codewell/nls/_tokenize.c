@@ -84,15 +84,9 @@ static uint32_t hash_bytes(const uint8_t *s, Py_ssize_t n) {
 }
 
 /* A set of byte strings, each numbered in insertion order (open addressing, keys end to end in an arena).
-   An entry's fields sit together and a slot keeps the hash: a lookup touches few cache lines (the tables of
-   a big corpus do not fit in the cache, and the lookups are the counter's hot path). */
-typedef struct {
-    uint32_t hash;
-    int32_t len;
-    Py_ssize_t key_at;   /* in the arena */
-    int32_t value;       /* words: the term id or -1 */
-} Entry;
-
+   A slot keeps the hash, so a lookup compares keys only on a hash match. Per entry only where its key ends in the
+   arena (4 bytes; it starts where the previous one ends) and, for the words, its value: the term table holds 4M
+   entries on the Linux tree, and a 24-byte entry (hash, length, offset, value) was ~60 MB of the build's peak. */
 typedef struct {
     uint32_t hash;
     int32_t entry; /* -1: free */
@@ -103,9 +97,13 @@ typedef struct {
     Py_ssize_t size; /* power of two, at least twice the entries */
     char *arena;
     Py_ssize_t arena_len, arena_cap;
-    Entry *entries;
-    Py_ssize_t n, cap;
+    uint32_t *ends;  /* entry e's key: arena[e ? ends[e - 1] : 0 : ends[e]] */
+    int32_t *values; /* per entry, when the table has values (the words: the term id or -1); else NULL */
+    Py_ssize_t n, cap, values_cap;
+    int has_values;
 } Table;
+
+static inline Py_ssize_t key_start(const Table *t, Py_ssize_t e) { return e ? (Py_ssize_t)t->ends[e - 1] : 0; }
 
 static int table_resize(Table *t, Py_ssize_t size) {
     Slot *slots = PyMem_Malloc((size_t)size * sizeof(Slot));
@@ -115,12 +113,12 @@ static int table_resize(Table *t, Py_ssize_t size) {
     }
     advise_huge(slots, (size_t)size * sizeof(Slot));
     for (Py_ssize_t i = 0; i < size; i++) slots[i].entry = -1;
-    for (Py_ssize_t e = 0; e < t->n; e++) {
-        uint32_t h = t->entries[e].hash;
+    for (Py_ssize_t i = 0; i < t->size; i++) { /* the old slots hold every entry with its hash */
+        if (t->slots[i].entry < 0) continue;
+        uint32_t h = t->slots[i].hash;
         Py_ssize_t at = h & (size - 1);
         while (slots[at].entry >= 0) at = (at + 1) & (size - 1);
-        slots[at].hash = h;
-        slots[at].entry = (int32_t)e;
+        slots[at] = t->slots[i];
     }
     PyMem_Free(t->slots);
     t->slots = slots;
@@ -129,7 +127,7 @@ static int table_resize(Table *t, Py_ssize_t size) {
 }
 
 static void table_free(Table *t) {
-    void *bufs[] = {t->slots, t->arena, t->entries};
+    void *bufs[] = {t->slots, t->arena, t->ends, t->values};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) PyMem_Free(bufs[i]);
     memset(t, 0, sizeof *t);
 }
@@ -137,27 +135,31 @@ static void table_free(Table *t) {
 /* The entry of s[0:n], or -1 with `*slot` where it would go. */
 static Py_ssize_t table_find(const Table *t, const uint8_t *s, Py_ssize_t n, uint32_t h, Py_ssize_t *slot) {
     Py_ssize_t mask = t->size - 1, at = h & mask;
-    for (int32_t e; (e = t->slots[at].entry) >= 0; at = (at + 1) & mask)
-        if (t->slots[at].hash == h && t->entries[e].len == n &&
-            memcmp(t->arena + t->entries[e].key_at, s, (size_t)n) == 0)
-            return e;
+    for (int32_t e; (e = t->slots[at].entry) >= 0; at = (at + 1) & mask) {
+        if (t->slots[at].hash != h) continue;
+        Py_ssize_t from = key_start(t, e);
+        if ((Py_ssize_t)t->ends[e] - from == n && memcmp(t->arena + from, s, (size_t)n) == 0) return e;
+    }
     *slot = at;
     return -1;
 }
 
-/* Add s[0:n] (not present; `slot` from table_find) with `value`; its entry number, or -1 on error. */
+/* Add s[0:n] (not present; `slot` from table_find) with `value` (kept when the table has values); its entry
+   number, or -1 on error. */
 static Py_ssize_t table_add(Table *t, const uint8_t *s, Py_ssize_t n, uint32_t h, Py_ssize_t slot, int32_t value) {
-    if (n > INT32_MAX || t->n >= INT32_MAX / 2) {
+    if (n > INT32_MAX || t->n >= INT32_MAX / 2 || t->arena_len + n > (Py_ssize_t)UINT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "too many or too long identifiers");
         return -1;
     }
     Py_ssize_t e = t->n;
     if (grow((void **)&t->arena, &t->arena_cap, t->arena_len + n, 1) < 0 ||
-        grow((void **)&t->entries, &t->cap, e + 1, sizeof(Entry)) < 0)
+        grow((void **)&t->ends, &t->cap, e + 1, sizeof(uint32_t)) < 0 ||
+        (t->has_values && grow((void **)&t->values, &t->values_cap, e + 1, sizeof(int32_t)) < 0))
         return -1;
     memcpy(t->arena + t->arena_len, s, (size_t)n);
-    t->entries[e] = (Entry){.hash = h, .len = (int32_t)n, .key_at = t->arena_len, .value = value};
     t->arena_len += n;
+    t->ends[e] = (uint32_t)t->arena_len;
+    if (t->has_values) t->values[e] = value;
     t->slots[slot].hash = h;
     t->slots[slot].entry = (int32_t)e;
     t->n++;
@@ -286,11 +288,12 @@ typedef struct {
     int doc_bits;
     uint32_t gen; /* the current document's */
     /* output */
-    /* A pair's count in 16 bits (half the memory of 32: the pairs are most of the build's peak); a count of
-       WIDE_COUNT or more is WIDE_COUNT there and its value in `wide` ((pair, count) in pair order). The current
+    /* A pair's count in 8 bits (a quarter of the memory of 32: the pairs are most of the build's peak; 16 bits
+       were ~60 MB more on the Linux tree, where a count of 255 or more is rare); a count of WIDE_COUNT or more is
+       WIDE_COUNT there and its value in `wide` ((pair, count) in pair order). The current
        document's counts are kept in 32 bits in `doc_count` (from its first pair) until end_doc. */
     int32_t *pair_term;
-    uint16_t *pair_count;
+    uint8_t *pair_count;
     Py_ssize_t pairs, pairs_cap, doc_first; /* doc_first: the current document's first pair */
     int32_t *doc_count;
     Py_ssize_t doc_count_cap;
@@ -329,7 +332,7 @@ static Py_ssize_t token_id(TermCounter *self, const uint8_t *s, Py_ssize_t n) {
 static Py_ssize_t word_term(TermCounter *self, const uint8_t *s, Py_ssize_t n) {
     uint32_t h = hash_bytes(s, n);
     Py_ssize_t slot, e = table_find(&self->words, s, n, h, &slot);
-    if (e >= 0) return self->words.entries[e].value;
+    if (e >= 0) return self->words.values[e];
     PyObject *word = PyUnicode_DecodeASCII((const char *)s, n, NULL);
     if (word == NULL) return -2;
     PyObject *token = PyObject_CallOneArg(self->word_token, word);
@@ -461,7 +464,7 @@ static int doc_resize(TermCounter *self, int bits) {
     return 0;
 }
 
-#define WIDE_COUNT 0xFFFF
+#define WIDE_COUNT 0xFF
 
 /* Count `terms` `weight` times into document self->docs. */
 static int count_terms(TermCounter *self, Terms terms, int32_t weight) {
@@ -471,7 +474,7 @@ static int count_terms(TermCounter *self, Terms terms, int32_t weight) {
     if (self->pairs + n > self->pairs_cap) {
         Py_ssize_t cap = self->pairs_cap, cap2 = self->pairs_cap; /* both arrays grow alike */
         if (grow((void **)&self->pair_term, &cap, self->pairs + n, sizeof(int32_t)) < 0 ||
-            grow((void **)&self->pair_count, &cap2, self->pairs + n, sizeof(uint16_t)) < 0)
+            grow((void **)&self->pair_count, &cap2, self->pairs + n, sizeof(uint8_t)) < 0)
             return -1;
         self->pairs_cap = cap < cap2 ? cap : cap2;
     }
@@ -690,7 +693,7 @@ static int count_body(TermCounter *self, const uint8_t *s, Py_ssize_t start, Py_
     return 0;
 }
 
-/* The current document's counts into the pairs' 16 bits (and `wide`); -1 with MemoryError. */
+/* The current document's counts into the pairs' 8 bits (and `wide`); -1 with MemoryError. */
 static int end_doc(TermCounter *self) {
     if (self->pairs - self->doc_first > INT32_MAX) { /* cannot happen: a chunk is at most 1 MiB */
         Py_FatalError("nls _tokenize: a chunk with over 2**31 distinct terms");
@@ -698,7 +701,7 @@ static int end_doc(TermCounter *self) {
     for (Py_ssize_t k = 0; k < self->pairs - self->doc_first; k++) {
         int32_t count = self->doc_count[k];
         if (count < WIDE_COUNT) {
-            self->pair_count[self->doc_first + k] = (uint16_t)count;
+            self->pair_count[self->doc_first + k] = (uint8_t)count;
             continue;
         }
         if (grow((void **)&self->wide, &self->wide_cap, 2 * (self->wide_n + 1), sizeof(int64_t)) < 0) return -1;
@@ -1305,19 +1308,21 @@ static PyObject *vocab_json(TermCounter *self, PyObject *args) {
     Py_ssize_t size = 2; /* {} */
     char digits[24];
     for (Py_ssize_t e = 0; e < t->n; e++) {
-        const uint8_t *key = (const uint8_t *)t->arena + t->entries[e].key_at;
+        const uint8_t *key = (const uint8_t *)t->arena + key_start(t, e);
+        Py_ssize_t len = (Py_ssize_t)t->ends[e] - key_start(t, e);
         size += 2 + decimal(e, digits) + 1 + (e > 0); /* "": id and a comma */
-        for (int32_t k = 0; k < t->entries[e].len; k++)
+        for (Py_ssize_t k = 0; k < len; k++)
             size += key[k] == '"' || key[k] == '\\' ? 2 : key[k] < 0x20 ? 6 : 1;
     }
     if ((out = PyBytes_FromStringAndSize(NULL, size)) == NULL) goto done;
     char *w = PyBytes_AS_STRING(out);
     *w++ = '{';
     for (Py_ssize_t e = 0; e < t->n; e++) {
-        const uint8_t *key = (const uint8_t *)t->arena + t->entries[e].key_at;
+        const uint8_t *key = (const uint8_t *)t->arena + key_start(t, e);
+        Py_ssize_t len = (Py_ssize_t)t->ends[e] - key_start(t, e);
         if (e > 0) *w++ = ',';
         *w++ = '"';
-        for (int32_t k = 0; k < t->entries[e].len; k++) {
+        for (Py_ssize_t k = 0; k < len; k++) {
             uint8_t c = key[k];
             if (c == '"' || c == '\\') {
                 *w++ = '\\';
@@ -1353,7 +1358,8 @@ static PyObject *tokens(TermCounter *self, PyObject *Py_UNUSED(ignored)) {
     PyObject *list = PyList_New(t->n);
     if (list == NULL) return NULL;
     for (Py_ssize_t e = 0; e < t->n; e++) {
-        PyObject *token = PyUnicode_DecodeUTF8(t->arena + t->entries[e].key_at, t->entries[e].len, "surrogatepass");
+        PyObject *token = PyUnicode_DecodeUTF8(t->arena + key_start(t, e), (Py_ssize_t)t->ends[e] - key_start(t, e),
+                                                 "surrogatepass");
         if (token == NULL) {
             Py_DECREF(list);
             return NULL;
@@ -1424,6 +1430,7 @@ static int TermCounter_init(TermCounter *self, PyObject *args, PyObject *kwds) {
         return -1;
     }
     self->word_token = Py_NewRef(word_token);
+    self->words.has_values = 1;
     if (table_resize(&self->tokens, 1 << 12) < 0 || table_resize(&self->words, 1 << 12) < 0 ||
         ids_resize(&self->idents, 1 << 12) < 0 || doc_resize(self, 8) < 0)
         return -1;

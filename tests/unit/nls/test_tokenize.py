@@ -92,20 +92,25 @@ def test_terms_and_counts_match_python(text: str) -> None:
     ]
 
 
-def test_counts_past_16_bits_match_python() -> None:
-    # The counter keeps a pair's count in 16 bits and a bigger one aside (build memory): counts at and around the
-    # limit, in several documents, read back exactly, by export() and in the BM25 scores.
+def test_counts_past_8_bits_match_python() -> None:
+    # The counter keeps a pair's count in 8 bits and a bigger one aside (build memory): counts at and around the
+    # limit (255), a document with several wide ones between narrow ones, and counts past 16 bits, in several
+    # documents, read back exactly, by export() and in the BM25 scores.
     docs = [
-        (b"slab " * 65534 + b"page " * 3, "a.c", ()),
-        (b"slab " * 65535 + b"zone", "b.c", ()),
-        (b"page " * 70000 + b"slab " * 131072, "c.c", ("zone",)),
+        (b"slab " * 254 + b"page " * 3, "a.c", ()),
+        (b"slab " * 255 + b"zone", "b.c", ()),
+        (b"page " * 256 + b"zone " * 2 + b"slab " * 300 + b"list " * 255, "c.c", ("zone",)),
         (b"slab zone", "d.c", ()),
+        (b"page " * 70000 + b"slab " * 131072, "e.c", ("zone",)),
+        (b"slab " * 65535 + b"zone", "f.c", ()),
     ]
     assert native_counts(docs) == [python_counts(*doc) for doc in docs]
 
 
 def test_wide_counts_give_the_python_scores(tmp_path: Path) -> None:
-    files = [SourceFile(f"f{i}.c", "a" * 40, b"slab " * n + b"zone\n", []) for i, n in enumerate((3, 65535, 90000))]
+    # Counts below, at and past the 8-bit limit (255) and the old 16-bit one.
+    counts = (3, 254, 255, 256, 65535, 90000)
+    files = [SourceFile(f"f{i}.c", "a" * 40, b"slab " * n + b"zone\n", []) for i, n in enumerate(counts)]
     try:
         native.ENABLED = False
         build(tmp_path / "python", iter(files))
