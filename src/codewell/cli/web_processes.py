@@ -39,7 +39,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from codewell.core.processes import set_parent_death_signal
+from codewell.core.processes import ORPHANED_EXIT, stop_with_parent
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +50,6 @@ WATCH_SECONDS = 0.5
 # What a replica gets on SIGTERM for its open requests (serve.REQUESTS_GRACE_SECONDS), with room for its
 # shutdown, before SIGKILL.
 STOP_SECONDS = 20.0
-# Exit status of a replica whose parent was gone (as core.processes.ORPHANED_EXIT).
-ORPHANED_EXIT = 75
 
 
 def bind_shared(host: str, port: int) -> socket.socket:
@@ -72,13 +70,6 @@ def bind_shared(host: str, port: int) -> socket.socket:
         sock.close()
         raise
     return sock
-
-
-def _die_with_parent(parent_pid: int) -> None:
-    """In the replica, before exec: SIGTERM when the parent's starting thread ends (see the module docstring)."""
-    set_parent_death_signal(signal.SIGTERM)
-    if os.getppid() != parent_pid:  # the parent died before the kernel was asked to tell
-        os._exit(ORPHANED_EXIT)
 
 
 def watch_parent(parent_pid: int) -> None:
@@ -135,7 +126,7 @@ class WebReplicas:
             self.command,
             stdin=subprocess.DEVNULL,
             # Only prctl and getppid run between fork and exec: no locks, no allocation worth fearing.
-            preexec_fn=functools.partial(_die_with_parent, os.getpid()),  # noqa: PLW1509
+            preexec_fn=functools.partial(stop_with_parent, os.getpid()),  # noqa: PLW1509
             env=self.env,
         )
 

@@ -84,6 +84,15 @@ def set_parent_death_signal(signum: int) -> bool:
     return _PRCTL(PR_SET_PDEATHSIG, signum) == 0
 
 
+def stop_with_parent(parent_pid: int, orphaned_exit: int = ORPHANED_EXIT) -> None:
+    """`preexec_fn` of a long-lived child (a job worker, a web replica): SIGTERM when the parent's starting thread
+    ends, so the child stops gracefully with it; exit `orphaned_exit` at once if the parent is already gone (it died
+    before the kernel was asked to tell). Only prctl and getppid run between fork and exec."""
+    set_parent_death_signal(signal.SIGTERM)
+    if os.getppid() != parent_pid:
+        os._exit(orphaned_exit)
+
+
 def terminate_with_parent() -> None:
     """`preexec_fn` of a server started by a script (the benches): SIGTERM when the thread that started it ends,
     so that a script stopped by a signal, which runs none of its clean-up, leaves no server behind. Only for

@@ -23,7 +23,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from codewell.core.processes import set_parent_death_signal
+from codewell.core.processes import stop_with_parent
 from codewell.jobs.service import JobService
 
 if TYPE_CHECKING:
@@ -36,17 +36,6 @@ RESTART_SECONDS = 5.0
 # it to exit before SIGKILL: the grace, then its pools' shutdown (core/processes.py), with room to spare.
 CHILD_GRACE_SECONDS = 10.0
 STOP_SECONDS = 15.0
-
-
-def _die_with_parent(parent_pid: int) -> None:
-    """In the child, before exec: receive SIGTERM when the parent dies (Linux; elsewhere a no-op).
-
-    The children are started by the server's long-lived threads (the watcher, the event loop's executor), so
-    the signal, which the kernel sends when the starting *thread* ends, comes with the server's end.
-    """
-    set_parent_death_signal(signal.SIGTERM)
-    if os.getppid() != parent_pid:  # the server died before the kernel was asked to tell
-        os._exit(1)
 
 
 class WorkerChildren:
@@ -83,7 +72,9 @@ class WorkerChildren:
             self.command(),
             stdin=subprocess.DEVNULL,
             # Only prctl and getppid run between fork and exec: no locks, no allocation worth fearing.
-            preexec_fn=functools.partial(_die_with_parent, os.getpid()),  # noqa: PLW1509
+            # Started by the server's long-lived threads (the watcher, the event loop's executor), so the parent-death
+            # signal, which the kernel sends when the starting *thread* ends, comes with the server's end.
+            preexec_fn=functools.partial(stop_with_parent, os.getpid(), 1),  # noqa: PLW1509
             env={**os.environ, "CODEWELL_WORKER_OF": str(os.getpid())},
         )
 
