@@ -66,6 +66,9 @@ def redact(url: str) -> str:
 # How long a statement waits for another connection's write lock before it fails as "database locked"
 # (CODEWELL_DB_BUSY_TIMEOUT).
 DEFAULT_BUSY_TIMEOUT = 30.0
+# SQLite connections kept in the pool, and how many more may be open at once (closed when returned).
+SQLITE_POOL_SIZE = 24
+SQLITE_POOL_OVERFLOW = 40
 # Bookkeeping writes (an access token's last_used_at, usage events) wait at most this long: losing one is
 # harmless, holding the request that caused it for the busy timeout is not.
 BEST_EFFORT_LOCK_TIMEOUT = 0.25
@@ -165,6 +168,12 @@ class Database:
         kwargs: dict[str, Any] = {"echo": echo}
         if self.is_sqlite:
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": busy_timeout}
+            # SQLAlchemy's default for a file is 5 kept + 10 overflow: with the request threads (40) and the job
+            # threads using it at once, every checkout past the fifth opened a connection (file open, 4 PRAGMAs,
+            # the schema parsed again at its first statement) and closed it at checkin: ~6 % of a loaded MCP
+            # call's request-thread time (py-spy, bench/mcp_bench.py). An idle SQLite connection costs a
+            # descriptor and its page cache, so enough are kept for the threads that use them at once.
+            kwargs.update(pool_size=SQLITE_POOL_SIZE, max_overflow=SQLITE_POOL_OVERFLOW)
         else:
             kwargs.update(pool_size=10, max_overflow=20)
         self.engine: Engine = create_engine(self.url, **kwargs)
