@@ -23,7 +23,7 @@ def _connections_opened_by_rounds(db: Database, rounds: int) -> int:
         # THREADS checkouts held together, then all returned: the next round finds them in the pool.
         barrier = threading.Barrier(THREADS)
 
-        def use() -> None:
+        def use(barrier: threading.Barrier = barrier) -> None:
             with db.engine.connect() as connection:
                 connection.execute(text("SELECT 1"))
                 barrier.wait(timeout=30)
