@@ -24,8 +24,10 @@
    or `#elif` the frame stack goes back to what it was at the `#if`, and after `#endif` it is what the
    first branch left, so `#ifdef X  if (a) {  #else  if (b) {  #endif` opens one brace, not two.
 
-   Every offset is bounds-checked against the input; the GIL is held (the result is Python objects
-   built as the scan ends, and files are small). */
+   Every offset is bounds-checked against the input. The lexing, parsing, grouping and (Writer) the SQLite
+   statements run without the GIL, so that a thread scanning a big file or committing the index does not stop the
+   process's other threads (a job worker's main thread handling SIGTERM): that code touches no Python object and
+   allocates with malloc; the result's Python objects are built after it, with the GIL. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -33,6 +35,31 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ---- the GIL ------------------------------------------------------------------------------------------ */
+
+/* `released` is this thread's state while its call runs without the GIL; what needs the GIL inside such a stretch
+   (decoding a non-ASCII name for SQLite) takes it back for a moment with gil_hold and gil_resume. */
+static _Thread_local PyThreadState *released;
+
+static void gil_release(void) { released = PyEval_SaveThread(); }
+
+/* Take the GIL back if this thread's call released it; whether it had (for gil_resume). */
+static int gil_hold(void) {
+    PyThreadState *state = released;
+    if (state == NULL) return 0;
+    released = NULL;
+    PyEval_RestoreThread(state);
+    return 1;
+}
+
+static void gil_resume(int was) {
+    if (was) gil_release();
+}
+
+/* SQLite built thread-safe (Debian's is: serialized): its calls may run without the GIL. Without it, Python's
+   own sqlite3 module would not be safe in threads either; the Writer then keeps the GIL. */
+static int sqlite_threads;
 
 /* ---- tokens ---------------------------------------------------------------------------------------- */
 
@@ -178,8 +205,15 @@ static uint8_t keyword_class(const uint8_t *p, Py_ssize_t n, uint32_t h) {
 static int is_ident_start(uint8_t c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c >= 0x80; }
 static int is_ident_char(uint8_t c) { return is_ident_start(c) || (c >= '0' && c <= '9'); }
 
+/* An #include's target: s[start:start + length], in <> when `angle`. */
 typedef struct {
-    PyObject *includes; /* list of (target, line) */
+    uint32_t start, length, line;
+    int angle;
+} Include;
+
+typedef struct {
+    Include *includes;
+    Py_ssize_t count, capacity;
 } LexOut;
 
 typedef struct {
@@ -224,22 +258,37 @@ static void skip_quoted(Lexer *lx, uint8_t quote) {
     }
 }
 
-static int add_include(LexOut *out, const uint8_t *p, Py_ssize_t n, int angle, uint32_t line) {
-    PyObject *target;
-    if (angle) {
-        PyObject *inner = PyUnicode_DecodeUTF8((const char *)p, n, "replace");
-        if (inner == NULL) return -1;
-        target = PyUnicode_FromFormat("<%U>", inner);
-        Py_DECREF(inner);
-    } else {
-        target = PyUnicode_DecodeUTF8((const char *)p, n, "replace");
+static int add_include(LexOut *out, Py_ssize_t start, Py_ssize_t n, int angle, uint32_t line) {
+    if (out->count == out->capacity) {
+        Py_ssize_t capacity = out->capacity ? out->capacity * 2 : 16;
+        Include *items = realloc(out->includes, (size_t)capacity * sizeof(Include));
+        if (items == NULL) return -1;
+        out->includes = items;
+        out->capacity = capacity;
     }
-    if (target == NULL) return -1;
-    PyObject *item = Py_BuildValue("(NI)", target, (unsigned int)line);
-    if (item == NULL) return -1;
-    int rc = PyList_Append(out->includes, item);
-    Py_DECREF(item);
-    return rc;
+    out->includes[out->count++] = (Include){(uint32_t)start, (uint32_t)n, line, angle};
+    return 0;
+}
+
+/* An #include's target as a str: its bytes decoded with "replace", in <> for an angle include. */
+static PyObject *include_target(const uint8_t *s, const Include *inc) {
+    PyObject *inner = PyUnicode_DecodeUTF8((const char *)s + inc->start, inc->length, "replace");
+    if (inner == NULL || !inc->angle) return inner;
+    PyObject *target = PyUnicode_FromFormat("<%U>", inner);
+    Py_DECREF(inner);
+    return target;
+}
+
+/* The includes as scan_c returns them: a list of (target, line). */
+static PyObject *includes_list(const uint8_t *s, const LexOut *out) {
+    PyObject *list = PyList_New(out->count);
+    for (Py_ssize_t k = 0; list != NULL && k < out->count; k++) {
+        PyObject *target = include_target(s, &out->includes[k]);
+        PyObject *item = target ? Py_BuildValue("(NI)", target, (unsigned int)out->includes[k].line) : NULL;
+        if (item == NULL) Py_CLEAR(list);
+        else PyList_SET_ITEM(list, k, item);
+    }
+    return list;
 }
 
 static uint8_t directive_kind(const uint8_t *p, Py_ssize_t n) {
@@ -311,7 +360,7 @@ static int lex(Lexer *lx, Tokens *tokens, LexOut *out) {
                     Py_ssize_t from = lx->i + 1, to = from;
                     while (to < lx->n && s[to] != close && s[to] != '\n') to++;
                     if (to < lx->n && s[to] == close && to > from) {
-                        if (add_include(out, s + from, to - from, close == '>', line) < 0) return -1;
+                        if (add_include(out, from, to - from, close == '>', line) < 0) return -1;
                     }
                     lx->i = to < lx->n && s[to] == close ? to + 1 : to;
                 }
@@ -1391,18 +1440,13 @@ static int group_elided(const Group *g, const uint8_t *s) {
     return g->used && !g->others && g->defs == count_positions(g) && ascii(s + g->start, g->length);
 }
 
-static PyObject *occurrence_rows(Parser *p, Py_ssize_t file_id) {
+/* The occurrence rows of scan_c from the groups build_groups made. */
+static PyObject *occurrence_rows(Parser *p, const Groups *groups, Py_ssize_t file_id) {
     const uint8_t *s = p->s;
-    PyObject *rows = NULL;
-    Groups groups = {0};
-    if (build_groups(p, &groups) < 0) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    rows = PyList_New(0);
+    PyObject *rows = PyList_New(0);
     if (rows == NULL) goto done;
-    for (Py_ssize_t k = 0; k < groups.count; k++) {
-        const Group *g = &groups.groups[k];
+    for (Py_ssize_t k = 0; k < groups->count; k++) {
+        const Group *g = &groups->groups[k];
         PyObject *item;
         if (file_id >= 0) {
             /* the table's rows */
@@ -1428,7 +1472,6 @@ static PyObject *occurrence_rows(Parser *p, Py_ssize_t file_id) {
         Py_DECREF(item);
     }
 done:
-    groups_free(&groups);
     return rows;
 }
 
@@ -1439,31 +1482,24 @@ typedef struct {
     Parser parser;
 } Scanned;
 
-/* Lex and parse `view` into `sc` (zeroed by the caller, and not moved after: the parser points at its tokens);
-   -1 with an exception set on failure. scanned_free(sc) releases it either way. */
-static int scan_buffer(const Py_buffer *view, const char *who, Scanned *sc) {
-    if (view->len >= (Py_ssize_t)UINT32_MAX / 2) {
-        PyErr_Format(PyExc_ValueError, "%s: input over 2 GB", who);
-        return -1;
-    }
-    sc->out.includes = PyList_New(0);
-    if (sc->out.includes == NULL) return -1;
+/* Lex and parse `view` into `sc` (zeroed by the caller, and not moved after: the parser points at its tokens),
+   without the GIL; -1 (no exception set) when out of memory. scanned_free(sc) releases it either way. */
+static int scan_buffer(const Py_buffer *view, Scanned *sc) {
     Lexer lx = {(const uint8_t *)view->buf, view->len, 0, 1, 0};
-    if (lex(&lx, &sc->tokens, &sc->out) < 0) {
-        if (!PyErr_Occurred()) PyErr_NoMemory();
-        return -1;
-    }
+    if (lex(&lx, &sc->tokens, &sc->out) < 0) return -1;
     sc->parser.s = (const uint8_t *)view->buf;
     sc->parser.tokens = &sc->tokens;
-    if (parse(&sc->parser) < 0) {
-        if (!PyErr_Occurred()) PyErr_NoMemory();
-        return -1;
-    }
-    return 0;
+    return parse(&sc->parser) < 0 ? -1 : 0;
+}
+
+static int check_size(const Py_buffer *view, const char *who) {
+    if (view->len < (Py_ssize_t)UINT32_MAX / 2) return 0;
+    PyErr_Format(PyExc_ValueError, "%s: input over 2 GB", who);
+    return -1;
 }
 
 static void scanned_free(Scanned *sc) {
-    Py_XDECREF(sc->out.includes);
+    free(sc->out.includes);
     free(sc->tokens.items);
     free(sc->parser.defs.items);
 }
@@ -1473,17 +1509,29 @@ static PyObject *scan_c(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t file_id = -1;
     if (!PyArg_ParseTuple(args, "y*|n", &view, &file_id)) return NULL;
-    PyObject *result = NULL, *symbols = NULL, *rows = NULL;
+    PyObject *result = NULL, *symbols = NULL, *rows = NULL, *includes = NULL;
     Scanned sc = {0};
-    if (scan_buffer(&view, "scan_c", &sc) < 0) goto done;
-    symbols = symbols_list(&sc.parser, file_id);
-    if (symbols == NULL) goto done;
-    rows = occurrence_rows(&sc.parser, file_id);
-    if (rows == NULL) goto done;
-    result = PyTuple_Pack(3, symbols, rows, sc.out.includes);
+    Groups groups = {0};
+    if (check_size(&view, "scan_c") < 0) goto done;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS;
+    rc = scan_buffer(&view, &sc);
+    if (rc == 0) rc = build_groups(&sc.parser, &groups);
+    Py_END_ALLOW_THREADS;
+    if (rc < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if ((symbols = symbols_list(&sc.parser, file_id)) == NULL ||
+        (rows = occurrence_rows(&sc.parser, &groups, file_id)) == NULL ||
+        (includes = includes_list(view.buf, &sc.out)) == NULL)
+        goto done;
+    result = PyTuple_Pack(3, symbols, rows, includes);
 done:
     Py_XDECREF(symbols);
     Py_XDECREF(rows);
+    Py_XDECREF(includes);
+    groups_free(&groups);
     scanned_free(&sc);
     PyBuffer_Release(&view);
     return result;
@@ -1504,11 +1552,23 @@ typedef struct {
     sqlite3_stmt *symbol, *occurrence, *import;
     uint8_t *packed; /* the positions of the occurrence row being inserted, packed */
     Py_ssize_t packed_capacity;
+    int busy; /* a call runs, maybe without the GIL: the connection and its statements are its own until it ends */
 } Writer;
 
 static PyObject *sqlite_error(sqlite3 *db, const char *what) {
     PyErr_Format(PyExc_RuntimeError, "codenav index writer: %s: %s", what, db ? sqlite3_errmsg(db) : "out of memory");
     return NULL;
+}
+
+/* A call's hold on the writer (with the GIL): another thread's call while it runs without the GIL would use the
+   same connection and statements (SQLite would serialize the calls, but a scan's rows are bound step by step). */
+static int writer_enter(Writer *w, const char *name) {
+    if (w->busy) {
+        PyErr_Format(PyExc_RuntimeError, "codenav index writer: %s called while another call of the writer runs", name);
+        return -1;
+    }
+    w->busy = 1;
+    return 0;
 }
 
 static void writer_close_handles(Writer *w) {
@@ -1520,36 +1580,50 @@ static void writer_close_handles(Writer *w) {
     w->db = NULL;
 }
 
+/* Open the index file (and attach `scratch`) and prepare the statements; without the GIL; nonzero on failure. */
+static int writer_open(Writer *w, const char *path, const char *scratch, const char *attach) {
+    int failed = sqlite3_open_v2(path, &w->db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
+                 sqlite3_exec(w->db, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;", NULL, NULL, NULL) != SQLITE_OK ||
+                 (attach && sqlite3_exec(w->db, attach, NULL, NULL, NULL) != SQLITE_OK) ||
+                 (attach && sqlite3_exec(w->db, "PRAGMA scratch.journal_mode=OFF; PRAGMA scratch.synchronous=OFF;", NULL,
+                                         NULL, NULL) != SQLITE_OK);
+    const char *insert_occurrence =
+        scratch ? "INSERT INTO scratch.occurrences VALUES (?, ?, ?)" : "INSERT INTO occurrences VALUES (?, ?, ?)";
+    return failed ||
+           sqlite3_prepare_v2(w->db, "INSERT INTO symbols VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", -1, &w->symbol,
+                              NULL) != SQLITE_OK ||
+           sqlite3_prepare_v2(w->db, insert_occurrence, -1, &w->occurrence, NULL) != SQLITE_OK ||
+           sqlite3_prepare_v2(w->db, "INSERT INTO imports VALUES (?, ?, '', '', ?)", -1, &w->import, NULL) != SQLITE_OK;
+}
+
 static int writer_init(Writer *w, PyObject *args, PyObject *kwds) {
     (void)kwds;
     const char *path, *scratch = NULL;
-    if (!PyArg_ParseTuple(args, "s|z", &path, &scratch)) return -1;
+    if (!PyArg_ParseTuple(args, "s|z", &path, &scratch) || writer_enter(w, "__init__") < 0) return -1;
     writer_close_handles(w);
     /* With `scratch`: the occurrence rows go to that file's `occurrences` table (attached as `scratch`), from which
        the build copies them in key order into the index's own (codenav/builder.py). */
     char *attach = scratch ? sqlite3_mprintf("ATTACH %Q AS scratch", scratch) : NULL;
     if (scratch && attach == NULL) {
         PyErr_NoMemory();
+        w->busy = 0;
         return -1;
     }
-    int failed = sqlite3_open_v2(path, &w->db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
-                 sqlite3_exec(w->db, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;", NULL, NULL, NULL) != SQLITE_OK ||
-                 (attach && sqlite3_exec(w->db, attach, NULL, NULL, NULL) != SQLITE_OK) ||
-                 (attach && sqlite3_exec(w->db, "PRAGMA scratch.journal_mode=OFF; PRAGMA scratch.synchronous=OFF;", NULL,
-                                         NULL, NULL) != SQLITE_OK);
+    int failed;
+    if (sqlite_threads) {
+        Py_BEGIN_ALLOW_THREADS;
+        failed = writer_open(w, path, scratch, attach);
+        Py_END_ALLOW_THREADS;
+    } else {
+        failed = writer_open(w, path, scratch, attach);
+    }
     sqlite3_free(attach);
-    const char *insert_occurrence =
-        scratch ? "INSERT INTO scratch.occurrences VALUES (?, ?, ?)" : "INSERT INTO occurrences VALUES (?, ?, ?)";
-    if (failed ||
-        sqlite3_prepare_v2(w->db, "INSERT INTO symbols VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", -1, &w->symbol,
-                           NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(w->db, insert_occurrence, -1, &w->occurrence, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(w->db, "INSERT INTO imports VALUES (?, ?, '', '', ?)", -1, &w->import, NULL) != SQLITE_OK) {
+    if (failed) {
         sqlite_error(w->db, "open");
         writer_close_handles(w);
-        return -1;
     }
-    return 0;
+    w->busy = 0;
+    return failed ? -1 : 0;
 }
 
 static void writer_dealloc(Writer *w) {
@@ -1560,11 +1634,22 @@ static void writer_dealloc(Writer *w) {
 }
 
 static PyObject *writer_exec(Writer *w, const char *sql) {
+    if (writer_enter(w, sql) < 0) return NULL;
     if (w->db == NULL) {
         PyErr_SetString(PyExc_ValueError, "codenav index writer: closed");
+        w->busy = 0;
         return NULL;
     }
-    if (sqlite3_exec(w->db, sql, NULL, NULL, NULL) != SQLITE_OK) return sqlite_error(w->db, sql);
+    int rc;
+    if (sqlite_threads) {
+        Py_BEGIN_ALLOW_THREADS; /* COMMIT writes the transaction's pages: seconds on a big tree */
+        rc = sqlite3_exec(w->db, sql, NULL, NULL, NULL);
+        Py_END_ALLOW_THREADS;
+    } else {
+        rc = sqlite3_exec(w->db, sql, NULL, NULL, NULL);
+    }
+    w->busy = 0;
+    if (rc != SQLITE_OK) return sqlite_error(w->db, sql);
     Py_RETURN_NONE;
 }
 
@@ -1580,23 +1665,48 @@ static PyObject *writer_commit(Writer *w, PyObject *unused) {
 
 static PyObject *writer_close(Writer *w, PyObject *unused) {
     (void)unused;
-    writer_close_handles(w);
+    if (writer_enter(w, "close") < 0) return NULL;
+    if (sqlite_threads) {
+        Py_BEGIN_ALLOW_THREADS;
+        writer_close_handles(w);
+        Py_END_ALLOW_THREADS;
+    } else {
+        writer_close_handles(w);
+    }
+    w->busy = 0;
     Py_RETURN_NONE;
 }
 
-/* Binds text as the Python path would store it: ASCII as it is (the input outlives the statement's step),
-   anything else decoded with "replace" like scan_c's strings, so that both paths store the same text. */
-static int bind_text(sqlite3_stmt *stmt, int column, const uint8_t *s, Py_ssize_t n) {
-    if (ascii(s, n)) return sqlite3_bind_text(stmt, column, (const char *)s, (int)n, SQLITE_STATIC);
+/* Binds text s[0:n] as the Python path would store it, `angle`: in <>. ASCII as it is (the input outlives the
+   statement's step), anything else decoded with "replace" like scan_c's strings, so that both paths store the
+   same text: that takes the GIL for a moment when the call runs without it. */
+static int bind_text_in(sqlite3_stmt *stmt, int column, const uint8_t *s, Py_ssize_t n, int angle) {
+    if (ascii(s, n)) {
+        if (!angle) return sqlite3_bind_text(stmt, column, (const char *)s, (int)n, SQLITE_STATIC);
+        char *text = malloc((size_t)n + 2);
+        if (text == NULL) return SQLITE_NOMEM;
+        text[0] = '<';
+        memcpy(text + 1, s, (size_t)n);
+        text[n + 1] = '>';
+        return sqlite3_bind_text(stmt, column, text, (int)n + 2, free);
+    }
+    int was = gil_hold();
     PyObject *text = decode(s, n);
-    if (text == NULL) return SQLITE_NOMEM;
+    if (text != NULL && angle) Py_SETREF(text, PyUnicode_FromFormat("<%U>", text));
     Py_ssize_t size;
-    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &size);
+    const char *utf8 = text == NULL ? NULL : PyUnicode_AsUTF8AndSize(text, &size);
     int rc = utf8 == NULL ? SQLITE_NOMEM : sqlite3_bind_text(stmt, column, utf8, (int)size, SQLITE_TRANSIENT);
-    Py_DECREF(text);
+    Py_XDECREF(text);
+    gil_resume(was); /* an exception set stays this thread's: the call raises it once it holds the GIL again */
     return rc;
 }
 
+static int bind_text(sqlite3_stmt *stmt, int column, const uint8_t *s, Py_ssize_t n) {
+    return bind_text_in(stmt, column, s, n, 0);
+}
+
+/* The `symbols` and `occurrences` rows of a scanned file (may run without the GIL): 0, -1 on an SQLite error, -2 out
+   of memory (an exception may be set by bind_text; else the caller sets it). */
 static int insert_rows(Writer *w, Parser *p, sqlite3_int64 file_id) {
     for (Py_ssize_t k = 0; k < p->defs.count; k++) {
         SymbolFields f;
@@ -1615,7 +1725,6 @@ static int insert_rows(Writer *w, Parser *p, sqlite3_int64 file_id) {
     int result = 0;
     if (build_groups(p, &groups) < 0) {
         groups_free(&groups);
-        PyErr_NoMemory();
         return -2;
     }
     for (Py_ssize_t k = 0; k < groups.count && result == 0; k++) {
@@ -1626,7 +1735,6 @@ static int insert_rows(Writer *w, Parser *p, sqlite3_int64 file_id) {
             uint8_t *grown = realloc(w->packed, (size_t)packed_bound(g->used));
             if (grown == NULL) {
                 groups_free(&groups);
-                PyErr_NoMemory();
                 return -2;
             }
             w->packed = grown;
@@ -1645,18 +1753,14 @@ static int insert_rows(Writer *w, Parser *p, sqlite3_int64 file_id) {
     return result;
 }
 
-/* The `imports` rows of a C file: its #include targets (module, no name nor alias, line). */
-static int insert_includes(Writer *w, PyObject *includes, sqlite3_int64 file_id) {
-    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(includes); k++) {
-        PyObject *item = PyList_GET_ITEM(includes, k); /* (target, line), made by add_include */
-        Py_ssize_t size;
-        const char *target = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(item, 0), &size);
-        long line = PyLong_AsLong(PyTuple_GET_ITEM(item, 1));
-        if (target == NULL || (line == -1 && PyErr_Occurred())) return -2;
+/* The `imports` rows of a C file: its #include targets (module, no name nor alias, line); may run without the GIL. */
+static int insert_includes(Writer *w, const uint8_t *s, const LexOut *out, sqlite3_int64 file_id) {
+    for (Py_ssize_t k = 0; k < out->count; k++) {
+        const Include *inc = &out->includes[k];
         sqlite3_stmt *st = w->import;
         int rc = sqlite3_bind_int64(st, 1, file_id);
-        if (rc == SQLITE_OK) rc = sqlite3_bind_text(st, 2, target, (int)size, SQLITE_STATIC);
-        if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st, 3, line);
+        if (rc == SQLITE_OK) rc = bind_text_in(st, 2, s + inc->start, inc->length, inc->angle);
+        if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st, 3, inc->line);
         if (rc == SQLITE_OK && sqlite3_step(st) != SQLITE_DONE) rc = SQLITE_ERROR;
         sqlite3_reset(st);
         if (rc != SQLITE_OK) return -1;
@@ -1664,28 +1768,40 @@ static int insert_includes(Writer *w, PyObject *includes, sqlite3_int64 file_id)
     return 0;
 }
 
+/* Writer.scan's work: lex, parse, insert (0, -1 SQLite error, -2 out of memory). */
+static int scan_into(Writer *w, const Py_buffer *view, Scanned *sc, sqlite3_int64 file_id) {
+    if (scan_buffer(view, sc) < 0) return -2;
+    int rc = insert_rows(w, &sc->parser, file_id);
+    return rc == 0 ? insert_includes(w, (const uint8_t *)view->buf, &sc->out, file_id) : rc;
+}
+
 static PyObject *writer_scan(Writer *w, PyObject *args) {
     Py_buffer view;
     Py_ssize_t file_id;
+    if (writer_enter(w, "scan") < 0) return NULL;
     if (w->db == NULL) {
         PyErr_SetString(PyExc_ValueError, "codenav index writer: closed");
+        w->busy = 0;
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "y*n", &view, &file_id)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*n", &view, &file_id)) {
+        w->busy = 0;
+        return NULL;
+    }
     PyObject *result = NULL;
     Scanned sc = {0};
-    if (scan_buffer(&view, "scan", &sc) < 0) goto done;
-    int rc = insert_rows(w, &sc.parser, (sqlite3_int64)file_id);
-    if (rc == 0) rc = insert_includes(w, sc.out.includes, (sqlite3_int64)file_id);
-    if (rc == -1) {
-        if (!PyErr_Occurred()) sqlite_error(w->db, "insert");
-        goto done;
-    }
+    if (check_size(&view, "scan") < 0) goto done;
+    if (sqlite_threads) gil_release();
+    int rc = scan_into(w, &view, &sc, (sqlite3_int64)file_id);
+    gil_hold();
+    if (rc == -1 && !PyErr_Occurred()) sqlite_error(w->db, "insert");
+    if (rc == -2 && !PyErr_Occurred()) PyErr_NoMemory();
     if (rc < 0) goto done;
-    result = PyLong_FromSsize_t(PyList_GET_SIZE(sc.out.includes));
+    result = PyLong_FromSsize_t(sc.out.count);
 done:
     scanned_free(&sc);
     PyBuffer_Release(&view);
+    w->busy = 0;
     return result;
 }
 
@@ -1744,6 +1860,7 @@ static struct PyModuleDef MODULE = {
 
 PyMODINIT_FUNC PyInit__lex(void) {
     keywords_init();
+    sqlite_threads = sqlite3_threadsafe() != 0;
     if (PyType_Ready(&WriterType) < 0) return NULL;
     PyObject *module = PyModule_Create(&MODULE);
     if (module == NULL) return NULL;

@@ -36,6 +36,34 @@
 #include <sys/mman.h>
 #endif
 
+/* The GIL. A call's pure-C stretches (scanning a file's bytes, the lookups and counting, the whole-corpus loops of
+   lengths, frequencies, bm25, export, vocab_json, freeing the tables) run without it, so that a thread in a long
+   call does not stop the process's other threads (a job worker's main thread handling SIGTERM, its exit): they
+   touch no Python object and allocate with PyMem_Raw*, which needs no GIL. `released` is this thread's state while
+   its call runs without the GIL; what needs the GIL inside such a stretch (word_token, raising an error,
+   decoding a line with non-ASCII whitespace) takes it back first. An error keeps it: the call ends holding it. */
+static _Thread_local PyThreadState *released;
+
+static void gil_release(void) { released = PyEval_SaveThread(); }
+
+/* Take the GIL back if this thread's call released it; whether it had (for gil_resume). */
+static int gil_hold(void) {
+    PyThreadState *state = released;
+    if (state == NULL) return 0;
+    released = NULL;
+    PyEval_RestoreThread(state);
+    return 1;
+}
+
+/* Release the GIL again after gil_hold() took it back for a moment (`was`: what gil_hold returned). */
+static void gil_resume(int was) {
+    if (was) gil_release();
+}
+
+#define NO_MEMORY() ((void)gil_hold(), (void)PyErr_NoMemory())
+#define RAISE(exc, msg) ((void)gil_hold(), PyErr_SetString((exc), (msg)))
+#define RAISE_FORMAT(exc, ...) ((void)gil_hold(), (void)PyErr_Format((exc), __VA_ARGS__))
+
 /* Byte classes of identifiers, one table lookup per byte in the scanning loops (filled at module init). */
 enum { START = 1, PART = 2 };
 static uint8_t CLASS[256];
@@ -63,9 +91,9 @@ static int grow(void **buf, Py_ssize_t *cap, Py_ssize_t need, size_t item) {
     if (need <= *cap) return 0;
     Py_ssize_t n = *cap ? *cap : 256;
     while (n < need) n *= 2;
-    void *p = PyMem_Realloc(*buf, (size_t)n * item);
+    void *p = PyMem_RawRealloc(*buf, (size_t)n * item);
     if (p == NULL) {
-        PyErr_NoMemory();
+        NO_MEMORY();
         return -1;
     }
     *buf = p;
@@ -106,9 +134,9 @@ typedef struct {
 static inline Py_ssize_t key_start(const Table *t, Py_ssize_t e) { return e ? (Py_ssize_t)t->ends[e - 1] : 0; }
 
 static int table_resize(Table *t, Py_ssize_t size) {
-    Slot *slots = PyMem_Malloc((size_t)size * sizeof(Slot));
+    Slot *slots = PyMem_RawMalloc((size_t)size * sizeof(Slot));
     if (slots == NULL) {
-        PyErr_NoMemory();
+        NO_MEMORY();
         return -1;
     }
     advise_huge(slots, (size_t)size * sizeof(Slot));
@@ -120,7 +148,7 @@ static int table_resize(Table *t, Py_ssize_t size) {
         while (slots[at].entry >= 0) at = (at + 1) & (size - 1);
         slots[at] = t->slots[i];
     }
-    PyMem_Free(t->slots);
+    PyMem_RawFree(t->slots);
     t->slots = slots;
     t->size = size;
     return 0;
@@ -128,7 +156,7 @@ static int table_resize(Table *t, Py_ssize_t size) {
 
 static void table_free(Table *t) {
     void *bufs[] = {t->slots, t->arena, t->ends, t->values};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) PyMem_Free(bufs[i]);
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) PyMem_RawFree(bufs[i]);
     memset(t, 0, sizeof *t);
 }
 
@@ -148,7 +176,7 @@ static Py_ssize_t table_find(const Table *t, const uint8_t *s, Py_ssize_t n, uin
    number, or -1 on error. */
 static Py_ssize_t table_add(Table *t, const uint8_t *s, Py_ssize_t n, uint32_t h, Py_ssize_t slot, int32_t value) {
     if (n > INT32_MAX || t->n >= INT32_MAX / 2 || t->arena_len + n > (Py_ssize_t)UINT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "too many or too long identifiers");
+        RAISE(PyExc_ValueError, "too many or too long identifiers");
         return -1;
     }
     Py_ssize_t e = t->n;
@@ -195,9 +223,9 @@ typedef struct {
 } IdTable;
 
 static int ids_resize(IdTable *t, Py_ssize_t size) {
-    IdSlot *slots = PyMem_Calloc((size_t)size, sizeof(IdSlot));
+    IdSlot *slots = PyMem_RawCalloc((size_t)size, sizeof(IdSlot));
     if (slots == NULL) {
-        PyErr_NoMemory();
+        NO_MEMORY();
         return -1;
     }
     advise_huge(slots, (size_t)size * sizeof(IdSlot));
@@ -208,15 +236,15 @@ static int ids_resize(IdTable *t, Py_ssize_t size) {
         while (slots[at].len) at = (at + 1) & (size - 1);
         slots[at] = *old;
     }
-    PyMem_Free(t->slots);
+    PyMem_RawFree(t->slots);
     t->slots = slots;
     t->size = size;
     return 0;
 }
 
 static void ids_free(IdTable *t) {
-    PyMem_Free(t->slots);
-    PyMem_Free(t->arena);
+    PyMem_RawFree(t->slots);
+    PyMem_RawFree(t->arena);
     memset(t, 0, sizeof *t);
 }
 
@@ -243,7 +271,7 @@ static IdSlot *ids_find(const IdTable *t, const uint8_t *s, Py_ssize_t n, uint32
 /* Fill the free `slot` (from ids_find) with s[0:n] and its terms; grows the table, so `slot` is stale after. */
 static int ids_add(IdTable *t, IdSlot *slot, const uint8_t *s, Py_ssize_t n, uint32_t h, Terms terms) {
     if (n > INT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "identifier too long");
+        RAISE(PyExc_ValueError, "identifier too long");
         return -1;
     }
     slot->hash = h;
@@ -310,7 +338,8 @@ typedef struct {
     Py_ssize_t name_cap;
     Py_ssize_t *line_at; /* the current file's line starts */
     Py_ssize_t line_cap;
-    int busy; /* in add_file: word_token calling back into the counter would invalidate its table slots */
+    int busy; /* a call runs (enter): word_token calling back into the counter would invalidate its table slots,
+                 and another thread, while the call runs without the GIL, would find its tables half-changed */
     int sealed; /* seal() freed what counting needs: nothing can be added any more */
     int closed; /* finish_counting() (or seal()) freed the identifier and word tables: nothing can be added */
     Py_ssize_t sealed_terms; /* the number of terms when sealed (their table is freed) */
@@ -322,7 +351,7 @@ static Py_ssize_t token_id(TermCounter *self, const uint8_t *s, Py_ssize_t n) {
     Py_ssize_t slot, e = table_find(&self->tokens, s, n, h, &slot);
     if (e >= 0) return e;
     if (n > INT32_MAX || self->tokens.n >= INT32_MAX / 2) {
-        PyErr_SetString(PyExc_ValueError, "too many terms");
+        RAISE(PyExc_ValueError, "too many terms");
         return -1;
     }
     return table_add(&self->tokens, s, n, h, slot, 0);
@@ -333,6 +362,7 @@ static Py_ssize_t word_term(TermCounter *self, const uint8_t *s, Py_ssize_t n) {
     uint32_t h = hash_bytes(s, n);
     Py_ssize_t slot, e = table_find(&self->words, s, n, h, &slot);
     if (e >= 0) return self->words.values[e];
+    int was = gil_hold(); /* a new word: word_token is Python (an error keeps the GIL) */
     PyObject *word = PyUnicode_DecodeASCII((const char *)s, n, NULL);
     if (word == NULL) return -2;
     PyObject *token = PyObject_CallOneArg(self->word_token, word);
@@ -343,7 +373,7 @@ static Py_ssize_t word_term(TermCounter *self, const uint8_t *s, Py_ssize_t n) {
         Py_ssize_t len;
         const char *utf8 = PyUnicode_Check(token) ? PyUnicode_AsUTF8AndSize(token, &len) : NULL;
         if (utf8 == NULL) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "word_token must return str or None");
+            if (!PyErr_Occurred()) RAISE(PyExc_TypeError, "word_token must return str or None");
             Py_DECREF(token);
             return -2;
         }
@@ -354,6 +384,7 @@ static Py_ssize_t word_term(TermCounter *self, const uint8_t *s, Py_ssize_t n) {
         }
     }
     Py_DECREF(token);
+    gil_resume(was);
     /* word_token cannot call back into this counter (`busy`), so `slot` is still free */
     if (table_add(&self->words, s, n, h, slot, (int32_t)term) < 0) return -2;
     return term;
@@ -430,7 +461,7 @@ static Terms ident_terms(TermCounter *self, const uint8_t *s, Py_ssize_t n, uint
     Py_ssize_t count = expand_identifier(self, s, n);
     if (count < 0) return terms;
     if (self->exp_n > INT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "too many identifiers");
+        RAISE(PyExc_ValueError, "too many identifiers");
         return terms;
     }
     /* expanding adds no identifier, so `slot` is still free */
@@ -445,12 +476,12 @@ static inline Py_ssize_t doc_slot(const TermCounter *self, int32_t term) {
 
 /* The document's term table at `bits` (its terms so far rehashed), or -1. */
 static int doc_resize(TermCounter *self, int bits) {
-    DocSlot *slots = PyMem_Calloc((size_t)1 << bits, sizeof(DocSlot));
+    DocSlot *slots = PyMem_RawCalloc((size_t)1 << bits, sizeof(DocSlot));
     if (slots == NULL) {
-        PyErr_NoMemory();
+        NO_MEMORY();
         return -1;
     }
-    PyMem_Free(self->doc_terms);
+    PyMem_RawFree(self->doc_terms);
     self->doc_terms = slots;
     self->doc_bits = bits;
     self->doc_size = (Py_ssize_t)1 << bits;
@@ -663,7 +694,7 @@ static int set_path(TermCounter *self, const uint8_t *p, Py_ssize_t n) {
 
 static int begin_doc(TermCounter *self) {
     if (self->docs >= INT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "too many chunks");
+        RAISE(PyExc_ValueError, "too many chunks");
         return -1;
     }
     Py_ssize_t cap = self->docs_cap, cap2 = self->docs_cap;
@@ -771,6 +802,7 @@ static int line_blank(const uint8_t *s, Py_ssize_t a, Py_ssize_t b) {
             return 0;
     }
     if (!high) return 1;
+    int was = gil_hold(); /* a Python str (rare: only whitespace and non-ASCII bytes) */
     PyObject *text = PyUnicode_DecodeUTF8((const char *)s + a, b - a, "replace");
     if (text == NULL) return -1;
     int kind = PyUnicode_KIND(text), blank = 1;
@@ -778,6 +810,7 @@ static int line_blank(const uint8_t *s, Py_ssize_t a, Py_ssize_t b) {
     for (Py_ssize_t i = 0, n = PyUnicode_GET_LENGTH(text); blank && i < n; i++)
         blank = Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i));
     Py_DECREF(text);
+    gil_resume(was);
     return blank;
 }
 
@@ -793,7 +826,7 @@ typedef struct {
 static int add_chunk(Chunks *out, const Py_ssize_t *at, Py_ssize_t lines, Py_ssize_t first, Py_ssize_t last,
                      Py_ssize_t span) {
     if (last < first - 1) {
-        PyErr_Format(PyExc_ValueError, "spans: lines %zd..%zd are not a range of 1-based lines", first, last);
+        RAISE_FORMAT(PyExc_ValueError, "spans: lines %zd..%zd are not a range of 1-based lines", first, last);
         return -1;
     }
     if (grow((void **)&out->rows, &out->cap, out->n + 1, sizeof(ChunkRow)) < 0) return -1;
@@ -822,11 +855,23 @@ typedef struct {
     PyObject *name; /* borrowed from the spans */
 } Span;
 
+/* str a < str b, as Python compares them (code point by code point), reading their data: no GIL needed. */
+static int str_less(PyObject *a, PyObject *b) {
+    Py_ssize_t na = PyUnicode_GET_LENGTH(a), nb = PyUnicode_GET_LENGTH(b);
+    int ka = PyUnicode_KIND(a), kb = PyUnicode_KIND(b);
+    const void *da = PyUnicode_DATA(a), *db = PyUnicode_DATA(b);
+    for (Py_ssize_t i = 0; i < na && i < nb; i++) {
+        Py_UCS4 ca = PyUnicode_READ(ka, da, i), cb = PyUnicode_READ(kb, db, i);
+        if (ca != cb) return ca < cb;
+    }
+    return na < nb;
+}
+
 /* Python's order of (start, end, name) tuples (names compared only on equal lines; a merge sort: stable). */
 static int span_less(const Span *a, const Span *b) {
     if (a->start != b->start) return a->start < b->start;
     if (a->end != b->end) return a->end < b->end;
-    return PyUnicode_Compare(a->name, b->name) < 0; /* str and str: cannot fail */
+    return str_less(a->name, b->name);
 }
 
 static void sort_spans(Py_ssize_t *idx, Py_ssize_t *tmp, Py_ssize_t n, const Span *spans) {
@@ -844,20 +889,21 @@ static void sort_spans(Py_ssize_t *idx, Py_ssize_t *tmp, Py_ssize_t n, const Spa
 /* The spans argument: a sequence of (first line, last line, qualified name) tuples. */
 static Py_ssize_t parse_spans(PyObject *seq, Span **spans) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    *spans = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(Span));
+    *spans = PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof(Span));
     if (*spans == NULL) {
-        PyErr_NoMemory();
+        NO_MEMORY();
         return -1;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
         Span *span = &(*spans)[i];
-        if (!PyTuple_Check(item) || !PyArg_ParseTuple(item, "nnU", &span->start, &span->end, &span->name)) {
+        if (!PyTuple_Check(item) || !PyArg_ParseTuple(item, "nnU", &span->start, &span->end, &span->name) ||
+            PyUnicode_READY(span->name) < 0) {
             if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)) {
                 PyErr_Clear();
-                PyErr_SetString(PyExc_TypeError, "spans must hold (first line, last line, name) tuples");
+                RAISE(PyExc_TypeError, "spans must hold (first line, last line, name) tuples");
             }
-            PyMem_Free(*spans);
+            PyMem_RawFree(*spans);
             *spans = NULL;
             return -1;
         }
@@ -873,9 +919,9 @@ static int chunk_lines(const uint8_t *s, Py_ssize_t len, const Span *spans, Py_s
     if (lines <= 0) return (int)lines; /* no lines: no chunk */
     if (lines <= SMALL_FILE_LINES) return add_chunk(out, *at, lines, 1, lines, WHOLE_FILE);
     int rc = -1;
-    Py_ssize_t *order = PyMem_Malloc((size_t)(2 * n_spans + 1) * sizeof(Py_ssize_t));
+    Py_ssize_t *order = PyMem_RawMalloc((size_t)(2 * n_spans + 1) * sizeof(Py_ssize_t));
     if (order == NULL) {
-        PyErr_NoMemory();
+        NO_MEMORY();
         return -1;
     }
     for (Py_ssize_t i = 0; i < n_spans; i++) order[i] = i;
@@ -897,29 +943,46 @@ static int chunk_lines(const uint8_t *s, Py_ssize_t len, const Span *spans, Py_s
     if (covered < lines && add_windows(out, s, *at, lines, covered + 1, lines) < 0) goto done;
     rc = 0;
 done:
-    PyMem_Free(order);
+    PyMem_RawFree(order);
     return rc;
 }
 
-/* What add_file and add_source check first: weights, and no call from inside word_token (the counter would be
-   half-way through a document). On success `data` holds the buffer and the counter is busy until the call ends. */
+/* A call's hold on the counter: its tables are not for any other call until it ends, which is what a call from
+   word_token (the counter half-way through a document) or from another thread while this one runs without the
+   GIL would get. Taken and checked with the GIL held. */
+static int check_idle(const TermCounter *self, const char *name) {
+    if (!self->busy) return 0;
+    RAISE_FORMAT(PyExc_RuntimeError,
+                 "%s: the counter is busy (called from word_token, or from another thread during one of its calls)",
+                 name);
+    return -1;
+}
+
+static int enter(TermCounter *self, const char *name) {
+    if (check_idle(self, name) < 0) return -1;
+    self->busy = 1;
+    return 0;
+}
+
+/* What add_file and add_source check first: weights, the counter's hold (enter), and that it takes documents. On
+   success `data` holds the buffer and the counter is busy until the call ends. */
 static int begin_adding(TermCounter *self, const char *name, PyObject *data_obj, Py_buffer *data, int comment_weight,
                         int path_weight, int symbol_weight) {
     if (comment_weight < 0 || path_weight < 0 || symbol_weight < 0) {
-        PyErr_SetString(PyExc_ValueError, "weights must be >= 0");
+        RAISE(PyExc_ValueError, "weights must be >= 0");
         return -1;
     }
-    if (self->busy) {
-        PyErr_Format(PyExc_RuntimeError, "%s called from word_token: the counter is busy", name);
-        return -1;
-    }
+    if (enter(self, name) < 0) return -1;
     if (self->sealed || self->closed) {
-        PyErr_Format(PyExc_RuntimeError, "%s called after finish_counting() or seal(): the counter takes no more "
+        RAISE_FORMAT(PyExc_RuntimeError, "%s called after finish_counting() or seal(): the counter takes no more "
                      "documents", name);
+        self->busy = 0;
         return -1;
     }
-    if (PyObject_GetBuffer(data_obj, data, PyBUF_SIMPLE) < 0) return -1;
-    self->busy = 1;
+    if (PyObject_GetBuffer(data_obj, data, PyBUF_SIMPLE) < 0) {
+        self->busy = 0;
+        return -1;
+    }
     return 0;
 }
 
@@ -928,6 +991,12 @@ PyDoc_STRVAR(add_file_doc,
              "One document per (start, end) byte range of `data` in `bounds`, with `path` (bytes) and the\n"
              "chunk's symbol names (bytes, one per range) counted in at their weights. After an error no\n"
              "document of the call stays counted.");
+
+typedef struct {
+    Py_ssize_t start, end;
+    const uint8_t *names; /* the chunk's symbol names: a bytes object's, held by the call's tuple of them */
+    Py_ssize_t names_len;
+} FileChunk;
 
 static PyObject *add_file(TermCounter *self, PyObject *args) {
     PyObject *data_obj, *bounds, *path, *symbols;
@@ -938,43 +1007,66 @@ static PyObject *add_file(TermCounter *self, PyObject *args) {
     Py_buffer data;
     if (begin_adding(self, "add_file", data_obj, &data, comment_weight, path_weight, symbol_weight) < 0) return NULL;
     PyObject *result = NULL, *bounds_seq = NULL, *symbols_seq = NULL;
+    FileChunk *chunks = NULL;
     Py_ssize_t docs = self->docs, pairs = self->pairs;
     bounds_seq = PySequence_Fast(bounds, "bounds must be a sequence of (start, end)");
     if (bounds_seq == NULL) goto done;
-    symbols_seq = PySequence_Fast(symbols, "symbols must be a sequence of bytes");
-    if (symbols_seq == NULL) goto done;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(bounds_seq);
-    if (PySequence_Fast_GET_SIZE(symbols_seq) != n) {
-        PyErr_SetString(PyExc_ValueError, "one symbols entry per range");
+    /* a tuple of its own: the names are read without the GIL, while another thread could change a list */
+    symbols_seq = PySequence_Tuple(symbols);
+    if (symbols_seq == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            RAISE(PyExc_TypeError, "symbols must be a sequence of bytes");
+        }
         goto done;
     }
-    if (set_path(self, (const uint8_t *)PyBytes_AS_STRING(path), PyBytes_GET_SIZE(path)) < 0) goto done;
-    for (Py_ssize_t k = 0; k < n; k++) {
-        Py_ssize_t start, end;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(bounds_seq);
+    if (PyTuple_GET_SIZE(symbols_seq) != n) {
+        RAISE(PyExc_ValueError, "one symbols entry per range");
+        goto done;
+    }
+    chunks = PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof(FileChunk));
+    if (chunks == NULL) {
+        NO_MEMORY();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) { /* the arguments first, with the GIL */
+        FileChunk *c = &chunks[k];
         PyObject *range = PySequence_Fast_GET_ITEM(bounds_seq, k);
         if (!PyTuple_Check(range)) {
-            PyErr_SetString(PyExc_TypeError, "bounds must hold (start, end) tuples");
+            RAISE(PyExc_TypeError, "bounds must hold (start, end) tuples");
             goto done;
         }
-        if (!PyArg_ParseTuple(range, "nn", &start, &end)) goto done;
-        if (start < 0 || start > end || end > data.len) {
-            PyErr_Format(PyExc_ValueError, "bounds: [%zd, %zd) is outside the data (%zd bytes)", start, end, data.len);
+        if (!PyArg_ParseTuple(range, "nn", &c->start, &c->end)) goto done;
+        if (c->start < 0 || c->start > c->end || c->end > data.len) {
+            RAISE_FORMAT(PyExc_ValueError, "bounds: [%zd, %zd) is outside the data (%zd bytes)", c->start, c->end,
+                         data.len);
             goto done;
         }
-        PyObject *names = PySequence_Fast_GET_ITEM(symbols_seq, k);
+        PyObject *names = PyTuple_GET_ITEM(symbols_seq, k);
         if (!PyBytes_Check(names)) {
-            PyErr_SetString(PyExc_TypeError, "symbols must be bytes");
+            RAISE(PyExc_TypeError, "symbols must be bytes");
             goto done;
         }
-        if (begin_doc(self) < 0 || count_body(self, data.buf, start, end, comment_weight, path_weight) < 0 ||
-            (symbol_weight &&
-             scan(self, (const uint8_t *)PyBytes_AS_STRING(names), 0, PyBytes_GET_SIZE(names), symbol_weight) < 0))
-            goto done;
-        if (end_doc(self) < 0) goto done;
+        c->names = (const uint8_t *)PyBytes_AS_STRING(names);
+        c->names_len = PyBytes_GET_SIZE(names);
     }
-    result = Py_NewRef(Py_None);
+    const uint8_t *path_bytes = (const uint8_t *)PyBytes_AS_STRING(path); /* bytes: immutable, the call holds it */
+    Py_ssize_t path_len = PyBytes_GET_SIZE(path);
+    int failed = 0;
+    gil_release();
+    if (set_path(self, path_bytes, path_len) < 0) failed = 1;
+    for (Py_ssize_t k = 0; !failed && k < n; k++) {
+        const FileChunk *c = &chunks[k];
+        if (begin_doc(self) < 0 || count_body(self, data.buf, c->start, c->end, comment_weight, path_weight) < 0 ||
+            (symbol_weight && scan(self, c->names, 0, c->names_len, symbol_weight) < 0) || end_doc(self) < 0)
+            failed = 1;
+    }
+    gil_hold();
+    if (!failed) result = Py_NewRef(Py_None);
 done:
     if (result == NULL) roll_back(self, docs, pairs);
+    PyMem_RawFree(chunks);
     Py_XDECREF(bounds_seq);
     Py_XDECREF(symbols_seq);
     PyBuffer_Release(&data);
@@ -993,6 +1085,27 @@ PyDoc_STRVAR(add_source_doc,
              "names. A file without lines has no chunk and counts nothing (not even its path). After an error\n"
              "nothing of the file stays counted.");
 
+/* add_source's chunking and counting, without the GIL (the caller releases it); -1 on error. */
+static int chunk_and_count(TermCounter *self, const uint8_t *s, Py_ssize_t len, const Span *spans, Py_ssize_t n_spans,
+                           const uint8_t *path, Py_ssize_t path_len, int comment_weight, int path_weight,
+                           int symbol_weight, Chunks *chunks) {
+    if (chunk_lines(s, len, spans, n_spans, &self->line_at, &self->line_cap, chunks) < 0) return -1;
+    if (chunks->n && set_path(self, path, path_len) < 0) return -1;
+    for (Py_ssize_t k = 0; k < chunks->n; k++) {
+        const ChunkRow *chunk = &chunks->rows[k];
+        if (begin_doc(self) < 0 || count_body(self, s, chunk->start, chunk->end, comment_weight, path_weight) < 0)
+            return -1;
+        if (chunk->span >= 0) {
+            if (symbol_weight && scan_str(self, spans[chunk->span].name, symbol_weight) < 0) return -1;
+        } else if (chunk->span == WHOLE_FILE) {
+            for (Py_ssize_t i = 0; symbol_weight && i < n_spans; i++)
+                if (scan_str(self, spans[i].name, symbol_weight) < 0) return -1;
+        }
+        if (end_doc(self) < 0) return -1;
+    }
+    return 0;
+}
+
 static PyObject *add_source(TermCounter *self, PyObject *args) {
     PyObject *data_obj, *spans_obj, *path;
     Py_ssize_t file_id, first_row;
@@ -1006,37 +1119,34 @@ static PyObject *add_source(TermCounter *self, PyObject *args) {
     Span *spans = NULL;
     Chunks chunks = {NULL, 0, 0};
     Py_ssize_t docs = self->docs, pairs = self->pairs, n_spans;
-    spans_seq = PySequence_Fast(spans_obj, "spans must be a sequence of (first line, last line, name)");
+    /* a tuple of its own: the names are read without the GIL, while another thread could change a list */
+    spans_seq = PySequence_Tuple(spans_obj);
+    if (spans_seq == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
+        PyErr_Clear();
+        RAISE(PyExc_TypeError, "spans must be a sequence of (first line, last line, name)");
+    }
     if (spans_seq == NULL || (n_spans = parse_spans(spans_seq, &spans)) < 0) goto done;
-    const uint8_t *s = data.buf;
-    if (chunk_lines(s, data.len, spans, n_spans, &self->line_at, &self->line_cap, &chunks) < 0) goto done;
+    gil_release();
+    int counted = chunk_and_count(self, data.buf, data.len, spans, n_spans, (const uint8_t *)PyBytes_AS_STRING(path),
+                                  PyBytes_GET_SIZE(path), comment_weight, path_weight, symbol_weight, &chunks);
+    gil_hold();
+    if (counted < 0) goto done;
     rows = PyBytes_FromStringAndSize(NULL, chunks.n * 5 * (Py_ssize_t)sizeof(int64_t));
     named = PyList_New(0);
     if (rows == NULL || named == NULL) goto done;
-    if (chunks.n && set_path(self, (const uint8_t *)PyBytes_AS_STRING(path), PyBytes_GET_SIZE(path)) < 0) goto done;
     int64_t *row = (int64_t *)PyBytes_AS_STRING(rows);
     for (Py_ssize_t k = 0; k < chunks.n; k++, row += 5) {
         const ChunkRow *chunk = &chunks.rows[k];
         row[0] = file_id, row[1] = chunk->first, row[2] = chunk->last, row[3] = chunk->start, row[4] = chunk->end;
-        if (begin_doc(self) < 0 || count_body(self, s, chunk->start, chunk->end, comment_weight, path_weight) < 0)
-            goto done;
-        PyObject *names = NULL;
+        PyObject *names;
         if (chunk->span >= 0) {
-            if (symbol_weight && scan_str(self, spans[chunk->span].name, symbol_weight) < 0) goto done;
             names = PyTuple_Pack(1, spans[chunk->span].name);
         } else if (chunk->span == WHOLE_FILE && n_spans) {
-            for (Py_ssize_t i = 0; symbol_weight && i < n_spans; i++)
-                if (scan_str(self, spans[i].name, symbol_weight) < 0) goto done;
             names = PyTuple_New(n_spans);
             for (Py_ssize_t i = 0; names != NULL && i < n_spans; i++)
                 PyTuple_SET_ITEM(names, i, Py_NewRef(spans[i].name));
         } else {
-            if (end_doc(self) < 0) goto done;
             continue;
-        }
-        if (end_doc(self) < 0) {
-            Py_XDECREF(names);
-            goto done;
         }
         if (names == NULL) goto done;
         PyObject *entry = Py_BuildValue("(nN)", first_row + k, names);
@@ -1052,8 +1162,8 @@ done:
     Py_XDECREF(rows);
     Py_XDECREF(named);
     Py_XDECREF(spans_seq);
-    PyMem_Free(spans);
-    PyMem_Free(chunks.rows);
+    PyMem_RawFree(spans);
+    PyMem_RawFree(chunks.rows);
     PyBuffer_Release(&data);
     self->busy = 0;
     return result;
@@ -1062,6 +1172,7 @@ done:
 PyDoc_STRVAR(sizes_doc, "sizes() -> (documents, pairs, identifiers, terms)");
 
 static PyObject *sizes(TermCounter *self, PyObject *Py_UNUSED(ignored)) {
+    if (check_idle(self, "sizes") < 0) return NULL; /* numbers that another call is changing */
     return Py_BuildValue("nnnn", self->docs, self->pairs, self->idents.n,
                          self->sealed ? self->sealed_terms : self->tokens.n);
 }
@@ -1069,7 +1180,7 @@ static PyObject *sizes(TermCounter *self, PyObject *Py_UNUSED(ignored)) {
 static int writable(PyObject *obj, Py_buffer *view, Py_ssize_t items, Py_ssize_t itemsize, const char *name) {
     if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return -1;
     if (view->len != items * itemsize) {
-        PyErr_Format(PyExc_ValueError, "%s: expected %zd bytes, got %zd", name, items * itemsize, view->len);
+        RAISE_FORMAT(PyExc_ValueError, "%s: expected %zd bytes, got %zd", name, items * itemsize, view->len);
         PyBuffer_Release(view);
         return -1;
     }
@@ -1078,11 +1189,11 @@ static int writable(PyObject *obj, Py_buffer *view, Py_ssize_t items, Py_ssize_t
 
 /* The documents' pairs are freed: the counter holds no document afterwards (its identifiers and terms stay). */
 static void drop_documents(TermCounter *self) {
-    PyMem_Free(self->pair_term);
-    PyMem_Free(self->pair_count);
-    PyMem_Free(self->doc_len);
-    PyMem_Free(self->doc_pairs);
-    PyMem_Free(self->wide);
+    PyMem_RawFree(self->pair_term);
+    PyMem_RawFree(self->pair_count);
+    PyMem_RawFree(self->doc_len);
+    PyMem_RawFree(self->doc_pairs);
+    PyMem_RawFree(self->wide);
     self->pair_term = NULL;
     self->pair_count = NULL;
     self->doc_len = self->doc_pairs = self->wide = NULL;
@@ -1097,9 +1208,16 @@ PyDoc_STRVAR(lengths_doc,
 static PyObject *lengths(TermCounter *self, PyObject *args) {
     PyObject *obj;
     Py_buffer view;
-    if (!PyArg_ParseTuple(args, "O", &obj) || writable(obj, &view, self->docs, 8, "doc_len") < 0) return NULL;
+    if (!PyArg_ParseTuple(args, "O", &obj) || enter(self, "lengths") < 0) return NULL;
+    if (writable(obj, &view, self->docs, 8, "doc_len") < 0) {
+        self->busy = 0;
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS;
     if (self->docs) memcpy(view.buf, self->doc_len, (size_t)self->docs * 8);
+    Py_END_ALLOW_THREADS;
     PyBuffer_Release(&view);
+    self->busy = 0;
     Py_RETURN_NONE;
 }
 
@@ -1112,31 +1230,38 @@ static PyObject *frequencies(TermCounter *self, PyObject *args) {
     PyObject *obj;
     Py_ssize_t empty_term;
     Py_buffer view;
-    if (!PyArg_ParseTuple(args, "On", &obj, &empty_term)) return NULL;
-    if (PyObject_GetBuffer(obj, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (!PyArg_ParseTuple(args, "On", &obj, &empty_term) || enter(self, "frequencies") < 0) return NULL;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        self->busy = 0;
+        return NULL;
+    }
     Py_ssize_t n = view.len / 8;
     int64_t *df = view.buf;
+    int bad = 0; /* 1: a term past df, 2: a document without terms and no empty_term */
+    Py_BEGIN_ALLOW_THREADS;
     memset(df, 0, (size_t)n * 8);
-    PyObject *result = NULL;
     for (Py_ssize_t p = 0; p < self->pairs; p++) {
         if (self->pair_term[p] >= n) {
-            PyErr_SetString(PyExc_ValueError, "df: shorter than the terms");
-            goto done;
+            bad = 1;
+            break;
         }
         df[self->pair_term[p]]++;
     }
-    for (Py_ssize_t d = 0; d < self->docs; d++) {
+    for (Py_ssize_t d = 0; !bad && d < self->docs; d++) {
         if (self->doc_pairs[d]) continue;
         if (empty_term < 0 || empty_term >= n) {
-            PyErr_SetString(PyExc_ValueError, "a document has no terms: empty_term must be a term of df");
-            goto done;
+            bad = 2;
+            break;
         }
         df[empty_term]++;
     }
-    result = Py_NewRef(Py_None);
-done:
+    Py_END_ALLOW_THREADS;
+    if (bad == 1) RAISE(PyExc_ValueError, "df: shorter than the terms");
+    if (bad == 2) RAISE(PyExc_ValueError, "a document has no terms: empty_term must be a term of df");
     PyBuffer_Release(&view);
-    return result;
+    self->busy = 0;
+    if (bad) return NULL;
+    Py_RETURN_NONE;
 }
 
 PyDoc_STRVAR(bm25_doc,
@@ -1152,7 +1277,8 @@ PyDoc_STRVAR(bm25_doc,
 static PyObject *bm25(TermCounter *self, PyObject *args) {
     PyObject *objs[5];
     Py_ssize_t empty_term;
-    if (!PyArg_ParseTuple(args, "nOOOOO", &empty_term, &objs[0], &objs[1], &objs[2], &objs[3], &objs[4]))
+    if (!PyArg_ParseTuple(args, "nOOOOO", &empty_term, &objs[0], &objs[1], &objs[2], &objs[3], &objs[4]) ||
+        enter(self, "bm25") < 0)
         return NULL;
     Py_buffer views[5];
     int got = 0;
@@ -1160,7 +1286,10 @@ static PyObject *bm25(TermCounter *self, PyObject *args) {
     int64_t *next = NULL;
     Py_ssize_t empty = 0;
     for (Py_ssize_t d = 0; d < self->docs; d++) empty += self->doc_pairs[d] == 0;
-    if (PyObject_GetBuffer(objs[1], &views[1], PyBUF_C_CONTIGUOUS) < 0) return NULL; /* idf: its length is n */
+    if (PyObject_GetBuffer(objs[1], &views[1], PyBUF_C_CONTIGUOUS) < 0) { /* idf: its length is n */
+        self->busy = 0;
+        return NULL;
+    }
     Py_ssize_t n = views[1].len / 4;
     PyBuffer_Release(&views[1]);
     const Py_ssize_t items[5] = {self->docs, n, n + 1, self->pairs + empty, self->pairs + empty};
@@ -1170,7 +1299,7 @@ static PyObject *bm25(TermCounter *self, PyObject *args) {
         if (got < 2) {
             if (PyObject_GetBuffer(objs[got], &views[got], PyBUF_C_CONTIGUOUS) < 0) goto done;
             if (views[got].len != items[got] * size[got]) {
-                PyErr_Format(PyExc_ValueError, "%s: expected %zd bytes", names[got], items[got] * size[got]);
+                RAISE_FORMAT(PyExc_ValueError, "%s: expected %zd bytes", names[got], items[got] * size[got]);
                 PyBuffer_Release(&views[got]);
                 goto done;
             }
@@ -1179,9 +1308,10 @@ static PyObject *bm25(TermCounter *self, PyObject *args) {
         }
     }
     if (empty && (empty_term < 0 || empty_term >= n)) {
-        PyErr_SetString(PyExc_ValueError, "a document has no terms: empty_term must be a term of idf");
+        RAISE(PyExc_ValueError, "a document has no terms: empty_term must be a term of idf");
         goto done;
     }
+    gil_release(); /* to the end: a pass over every pair (an error takes the GIL back) */
     const double *norm = views[0].buf;
     const float *idf = views[1].buf;
     int64_t *ptr = views[2].buf;
@@ -1190,16 +1320,16 @@ static PyObject *bm25(TermCounter *self, PyObject *args) {
     memset(ptr, 0, (size_t)(n + 1) * 8);
     for (Py_ssize_t p = 0; p < self->pairs; p++) {
         if (self->pair_term[p] >= n) {
-            PyErr_SetString(PyExc_ValueError, "idf: shorter than the terms");
+            RAISE(PyExc_ValueError, "idf: shorter than the terms");
             goto done;
         }
         ptr[self->pair_term[p] + 1]++;
     }
     if (empty) ptr[empty_term + 1] += empty;
     for (Py_ssize_t j = 0; j < n; j++) ptr[j + 1] += ptr[j];
-    next = PyMem_Malloc((size_t)(n ? n : 1) * 8);
+    next = PyMem_RawMalloc((size_t)(n ? n : 1) * 8);
     if (next == NULL) {
-        PyErr_NoMemory();
+        NO_MEMORY();
         goto done;
     }
     memcpy(next, ptr, (size_t)n * 8);
@@ -1222,10 +1352,15 @@ static PyObject *bm25(TermCounter *self, PyObject *args) {
         }
     }
     drop_documents(self);
+    PyMem_RawFree(next);
+    next = NULL;
+    gil_hold();
     result = Py_NewRef(Py_None);
 done:
-    PyMem_Free(next);
+    gil_hold();
+    PyMem_RawFree(next);
     for (int i = 0; i < got; i++) PyBuffer_Release(&views[i]);
+    self->busy = 0;
     return result;
 }
 
@@ -1237,7 +1372,8 @@ PyDoc_STRVAR(export_doc,
 
 static PyObject *export(TermCounter *self, PyObject *args) {
     PyObject *objs[4];
-    if (!PyArg_ParseTuple(args, "OOOO", &objs[0], &objs[1], &objs[2], &objs[3])) return NULL;
+    if (!PyArg_ParseTuple(args, "OOOO", &objs[0], &objs[1], &objs[2], &objs[3]) || enter(self, "export") < 0)
+        return NULL;
     const Py_ssize_t items[4] = {self->docs, self->docs, self->pairs, self->pairs};
     const Py_ssize_t size[4] = {8, 8, 4, 4};
     const void *src[4] = {self->doc_len, self->doc_pairs, self->pair_term, NULL}; /* counts: widened below */
@@ -1247,15 +1383,18 @@ static PyObject *export(TermCounter *self, PyObject *args) {
     for (; got < 4; got++)
         if (writable(objs[got], &views[got], items[got], size[got], names[got]) < 0) break;
     if (got == 4) {
+        Py_BEGIN_ALLOW_THREADS;
         for (int i = 0; i < 3; i++)
             if (items[i]) memcpy(views[i].buf, src[i], (size_t)(items[i] * size[i]));
         int32_t *counts = views[3].buf;
         Py_ssize_t w = 0;
         for (Py_ssize_t p = 0; p < self->pairs; p++) counts[p] = (int32_t)pair_count_at(self, p, &w);
+        drop_documents(self); /* moved out: the documents are gone from the counter (its memory is the build's peak) */
+        Py_END_ALLOW_THREADS;
     }
     for (int i = 0; i < got; i++) PyBuffer_Release(&views[i]);
+    self->busy = 0;
     if (got < 4) return NULL;
-    drop_documents(self); /* moved out: the documents are gone from the counter (its memory is the build's peak) */
     Py_RETURN_NONE;
 }
 
@@ -1279,32 +1418,12 @@ static int decimal(Py_ssize_t v, char *out) {
 
 static int check_unsealed(const TermCounter *self, const char *name) {
     if (!self->sealed) return 0;
-    PyErr_Format(PyExc_RuntimeError, "%s called after seal(): the terms are freed", name);
+    RAISE_FORMAT(PyExc_RuntimeError, "%s called after seal(): the terms are freed", name);
     return -1;
 }
 
-static PyObject *vocab_json(TermCounter *self, PyObject *args) {
-    PyObject *extra;
-    if (check_unsealed(self, "vocab_json") < 0) return NULL;
-    if (!PyArg_ParseTuple(args, "O", &extra)) return NULL;
-    PyObject *seq = PySequence_Fast(extra, "extra must be a sequence of str"), *ids = NULL, *out = NULL;
-    if (seq == NULL) return NULL;
-    Py_ssize_t n_extra = PySequence_Fast_GET_SIZE(seq);
-    if ((ids = PyList_New(n_extra)) == NULL) goto done;
-    for (Py_ssize_t i = 0; i < n_extra; i++) {
-        PyObject *token = PySequence_Fast_GET_ITEM(seq, i);
-        Py_ssize_t len;
-        const char *utf8 = PyUnicode_Check(token) ? PyUnicode_AsUTF8AndSize(token, &len) : NULL;
-        if (utf8 == NULL) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "extra must hold str");
-            goto done;
-        }
-        Py_ssize_t id = token_id(self, (const uint8_t *)utf8, len);
-        PyObject *number = id < 0 ? NULL : PyLong_FromSsize_t(id);
-        if (number == NULL) goto done;
-        PyList_SET_ITEM(ids, i, number);
-    }
-    const Table *t = &self->tokens;
+/* The size of the vocabulary's JSON (without the GIL). */
+static Py_ssize_t vocab_size(const Table *t) {
     Py_ssize_t size = 2; /* {} */
     char digits[24];
     for (Py_ssize_t e = 0; e < t->n; e++) {
@@ -1314,8 +1433,11 @@ static PyObject *vocab_json(TermCounter *self, PyObject *args) {
         for (Py_ssize_t k = 0; k < len; k++)
             size += key[k] == '"' || key[k] == '\\' ? 2 : key[k] < 0x20 ? 6 : 1;
     }
-    if ((out = PyBytes_FromStringAndSize(NULL, size)) == NULL) goto done;
-    char *w = PyBytes_AS_STRING(out);
+    return size;
+}
+
+/* The vocabulary's JSON written at w (vocab_size bytes; without the GIL); where it ends. */
+static char *vocab_fill(const Table *t, char *w) {
     *w++ = '{';
     for (Py_ssize_t e = 0; e < t->n; e++) {
         const uint8_t *key = (const uint8_t *)t->arena + key_start(t, e);
@@ -1338,8 +1460,45 @@ static PyObject *vocab_json(TermCounter *self, PyObject *args) {
         w += decimal(e, w);
     }
     *w++ = '}';
-    if (w != PyBytes_AS_STRING(out) + size) {
-        PyErr_SetString(PyExc_SystemError, "vocab_json: size mismatch");
+    return w;
+}
+
+static PyObject *vocab_json(TermCounter *self, PyObject *args) {
+    PyObject *extra;
+    if (check_unsealed(self, "vocab_json") < 0) return NULL;
+    if (!PyArg_ParseTuple(args, "O", &extra) || enter(self, "vocab_json") < 0) return NULL;
+    PyObject *seq = PySequence_Fast(extra, "extra must be a sequence of str"), *ids = NULL, *out = NULL;
+    if (seq == NULL) {
+        self->busy = 0;
+        return NULL;
+    }
+    Py_ssize_t n_extra = PySequence_Fast_GET_SIZE(seq);
+    if ((ids = PyList_New(n_extra)) == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n_extra; i++) {
+        PyObject *token = PySequence_Fast_GET_ITEM(seq, i);
+        Py_ssize_t len;
+        const char *utf8 = PyUnicode_Check(token) ? PyUnicode_AsUTF8AndSize(token, &len) : NULL;
+        if (utf8 == NULL) {
+            if (!PyErr_Occurred()) RAISE(PyExc_TypeError, "extra must hold str");
+            goto done;
+        }
+        Py_ssize_t id = token_id(self, (const uint8_t *)utf8, len);
+        PyObject *number = id < 0 ? NULL : PyLong_FromSsize_t(id);
+        if (number == NULL) goto done;
+        PyList_SET_ITEM(ids, i, number);
+    }
+    const Table *t = &self->tokens;
+    Py_ssize_t size;
+    Py_BEGIN_ALLOW_THREADS;
+    size = vocab_size(t);
+    Py_END_ALLOW_THREADS;
+    if ((out = PyBytes_FromStringAndSize(NULL, size)) == NULL) goto done;
+    char *start = PyBytes_AS_STRING(out), *end; /* a new bytes object only this call knows: no GIL to fill it */
+    Py_BEGIN_ALLOW_THREADS;
+    end = vocab_fill(t, start);
+    Py_END_ALLOW_THREADS;
+    if (end != start + size) {
+        RAISE(PyExc_SystemError, "vocab_json: size mismatch");
         Py_CLEAR(out);
         goto done;
     }
@@ -1347,6 +1506,7 @@ static PyObject *vocab_json(TermCounter *self, PyObject *args) {
 done:
     Py_DECREF(seq);
     Py_XDECREF(ids);
+    self->busy = 0;
     return out;
 }
 
@@ -1354,6 +1514,7 @@ PyDoc_STRVAR(tokens_doc, "tokens() -> list[str]: every term, by id");
 
 static PyObject *tokens(TermCounter *self, PyObject *Py_UNUSED(ignored)) {
     if (check_unsealed(self, "tokens") < 0) return NULL;
+    if (check_idle(self, "tokens") < 0) return NULL; /* a table that another call may be growing */
     const Table *t = &self->tokens;
     PyObject *list = PyList_New(t->n);
     if (list == NULL) return NULL;
@@ -1383,33 +1544,33 @@ PyDoc_STRVAR(finish_counting_doc,
              "terms stay (vocab_json() and tokens() still answer); adding a document raises RuntimeError afterwards.");
 
 static PyObject *finish_counting(TermCounter *self, PyObject *Py_UNUSED(ignored)) {
-    if (self->busy) {
-        PyErr_SetString(PyExc_RuntimeError, "finish_counting called from word_token: the counter is busy");
-        return NULL;
-    }
+    if (enter(self, "finish_counting") < 0) return NULL;
+    Py_BEGIN_ALLOW_THREADS; /* freeing tables of GBs: unmapping them takes a while */
     ids_free(&self->idents);
     table_free(&self->words);
-    PyMem_Free(self->hot);
-    PyMem_Free(self->exp);
+    PyMem_RawFree(self->hot);
+    PyMem_RawFree(self->exp);
+    Py_END_ALLOW_THREADS;
     self->hot = NULL;
     self->exp = NULL;
     self->exp_n = self->exp_cap = 0;
     self->closed = 1;
+    self->busy = 0;
     Py_RETURN_NONE;
 }
 
 static PyObject *seal(TermCounter *self, PyObject *Py_UNUSED(ignored)) {
-    if (self->busy) {
-        PyErr_SetString(PyExc_RuntimeError, "seal called from word_token: the counter is busy");
-        return NULL;
-    }
+    if (enter(self, "seal") < 0) return NULL;
     self->closed = 1;
     self->sealed_terms = self->tokens.n;
+    Py_BEGIN_ALLOW_THREADS; /* freeing tables of GBs: unmapping them takes a while */
     ids_free(&self->idents);
     table_free(&self->words);
     table_free(&self->tokens);
-    PyMem_Free(self->hot);
-    PyMem_Free(self->exp);
+    PyMem_RawFree(self->hot);
+    PyMem_RawFree(self->exp);
+    Py_END_ALLOW_THREADS;
+    self->busy = 0;
     self->hot = NULL;
     self->exp = NULL;
     self->exp_n = self->exp_cap = 0;
@@ -1422,11 +1583,11 @@ static int TermCounter_init(TermCounter *self, PyObject *args, PyObject *kwds) {
     PyObject *word_token;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O", kwlist, &word_token)) return -1;
     if (!PyCallable_Check(word_token)) {
-        PyErr_SetString(PyExc_TypeError, "word_token must be callable");
+        RAISE(PyExc_TypeError, "word_token must be callable");
         return -1;
     }
     if (self->word_token != NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "TermCounter is already initialized");
+        RAISE(PyExc_RuntimeError, "TermCounter is already initialized");
         return -1;
     }
     self->word_token = Py_NewRef(word_token);
@@ -1434,8 +1595,8 @@ static int TermCounter_init(TermCounter *self, PyObject *args, PyObject *kwds) {
     if (table_resize(&self->tokens, 1 << 12) < 0 || table_resize(&self->words, 1 << 12) < 0 ||
         ids_resize(&self->idents, 1 << 12) < 0 || doc_resize(self, 8) < 0)
         return -1;
-    if ((self->hot = PyMem_Calloc(HOT, sizeof(IdSlot))) == NULL) {
-        PyErr_NoMemory();
+    if ((self->hot = PyMem_RawCalloc(HOT, sizeof(IdSlot))) == NULL) {
+        NO_MEMORY();
         return -1;
     }
     return 0;
@@ -1446,12 +1607,12 @@ static void TermCounter_dealloc(TermCounter *self) {
     table_free(&self->tokens);
     table_free(&self->words);
     ids_free(&self->idents);
-    PyMem_Free(self->hot);
-    PyMem_Free(self->doc_count);
-    PyMem_Free(self->wide);
+    PyMem_RawFree(self->hot);
+    PyMem_RawFree(self->doc_count);
+    PyMem_RawFree(self->wide);
     void *bufs[] = {self->exp,       self->doc_terms, self->pair_term, self->pair_count, self->doc_len,
                     self->doc_pairs, self->path_terms, self->scratch,  self->name_buf,   self->line_at};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) PyMem_Free(bufs[i]);
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) PyMem_RawFree(bufs[i]);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -1510,9 +1671,9 @@ static PyObject *chunk_file(PyObject *Py_UNUSED(module), PyObject *args) {
     }
 done:
     Py_XDECREF(seq);
-    PyMem_Free(spans);
-    PyMem_Free(at);
-    PyMem_Free(chunks.rows);
+    PyMem_RawFree(spans);
+    PyMem_RawFree(at);
+    PyMem_RawFree(chunks.rows);
     PyBuffer_Release(&data);
     return out;
 }

@@ -1,0 +1,122 @@
+"""The nls term counter (nls/_tokenize.c) runs its long stretches without the GIL.
+
+A job worker builds the nls index in a job thread; while a call held the GIL for its whole length, the worker's main
+thread could not run its SIGTERM handler nor exit (a build of a big tree makes calls of seconds). Here another
+Python thread must keep running during a long call, and the counter refuses a second call while one runs.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+
+from codewell.nls import _tokenize
+from codewell.nls.index import _word_token
+
+WEIGHTS = (1, 2, 3)  # comment, path and symbol weights
+# How long the measured call is made to take (from a first, short call's speed): >= 0.2 s on any machine.
+TARGET_SECONDS = 0.4
+
+
+def source(lines: int, seed: int = 7) -> bytes:
+    """C-like lines over a small vocabulary: after the first lines every identifier is known, so that the call is
+    the counter's own work (no word_token callback, which takes the GIL for a moment)."""
+    rng = random.Random(seed)
+    words = ["alpha", "beta", "gamma", "delta", "omega", "kappa", "sigma", "theta", "lambda", "zeta"]
+    out = []
+    for _ in range(lines):
+        a, b, c, d = (rng.choice(words) for _ in range(4))
+        out.append(f"static int {a}_{b}{c.title()}(int x) {{ return x + {d}; }} // {a} note\n")
+    return "".join(out).encode()
+
+
+def ticks_during(call: Callable[[], object]) -> tuple[int, float]:
+    """Run `call` in this thread while another thread ticks every half millisecond: the ticks counted while the
+    call ran, and its duration. A call that holds the GIL lets the ticker tick at most once or twice."""
+    ticks = 0
+    stop, started = threading.Event(), threading.Event()
+
+    def tick() -> None:
+        nonlocal ticks
+        started.set()
+        while not stop.is_set():
+            ticks += 1
+            time.sleep(0.0005)
+
+    ticker = threading.Thread(target=tick)
+    ticker.start()
+    started.wait()
+    try:
+        before = ticks
+        start = time.perf_counter()
+        call()
+        elapsed = time.perf_counter() - start
+        return ticks - before, elapsed
+    finally:
+        stop.set()
+        ticker.join()
+
+
+def repeats_for(seconds_per_call: float, calls: int) -> int:
+    """How many times to repeat what `calls` repetitions did in `seconds_per_call`, for TARGET_SECONDS."""
+    return max(calls, min(20_000, int(TARGET_SECONDS / max(seconds_per_call, 1e-6) * calls)))
+
+
+def test_add_file_lets_other_threads_run() -> None:
+    data = source(4000)  # ~300 KB, one document per range; the ranges cover it again and again
+    counter = _tokenize.TermCounter(_word_token)
+    start = time.perf_counter()
+    counter.add_file(data, [(0, len(data))] * 4, b"mm/slab.c", [b"kmalloc"] * 4, *WEIGHTS)
+    k = repeats_for(time.perf_counter() - start, 4)
+    ticks, elapsed = ticks_during(
+        lambda: counter.add_file(data, [(0, len(data))] * k, b"mm/slab.c", [b"kmalloc"] * k, *WEIGHTS)
+    )
+    assert elapsed >= 0.2, f"the call took {elapsed:.3f} s: too short to tell"
+    assert ticks >= 20, f"{ticks} ticks during a call of {elapsed:.3f} s: the call held the GIL"
+    assert counter.sizes()[0] == 4 + k  # and counted every document
+
+
+def test_add_source_lets_other_threads_run() -> None:
+    sample = source(20_000)  # ~1.5 MB
+    counter = _tokenize.TermCounter(_word_token)
+    start = time.perf_counter()
+    counter.add_source(sample, [], b"a.c", 0, 0, *WEIGHTS)
+    repeat = repeats_for(time.perf_counter() - start, 1)
+    data = sample * min(repeat, 150)  # one file of up to ~230 MB
+    ticks, elapsed = ticks_during(lambda: counter.add_source(data, [(1, 3, "alpha_beta")], b"b.c", 1, 0, *WEIGHTS))
+    assert elapsed >= 0.2, f"the call took {elapsed:.3f} s: too short to tell"
+    assert ticks >= 20, f"{ticks} ticks during a call of {elapsed:.3f} s: the call held the GIL"
+
+
+def test_a_second_call_while_one_runs_is_refused() -> None:
+    # finish_counting from another thread while add_file runs without the GIL would free the tables under it: it is
+    # refused, and the running call is not disturbed.
+    data = source(4000)
+    counter = _tokenize.TermCounter(_word_token)
+    start = time.perf_counter()
+    counter.add_file(data, [(0, len(data))] * 4, b"p.c", [b""] * 4, *WEIGHTS)
+    k = repeats_for(time.perf_counter() - start, 4)
+    started = threading.Event()
+
+    def count() -> None:
+        started.set()
+        counter.add_file(data, [(0, len(data))] * k, b"p.c", [b""] * k, *WEIGHTS)
+
+    worker = threading.Thread(target=count)
+    refused: list[str] = []
+    worker.start()
+    started.wait()
+    time.sleep(0.05)  # into the call (of ~TARGET_SECONDS)
+    while True:
+        try:
+            counter.finish_counting()
+            break  # the call has ended
+        except RuntimeError as error:
+            refused.append(str(error))
+        time.sleep(0.001)
+    worker.join()
+    assert refused, "finish_counting was never refused: the running call held the GIL or took no hold on the counter"
+    assert "the counter is busy" in refused[0]
+    assert counter.sizes()[0] == 4 + k
