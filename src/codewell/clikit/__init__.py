@@ -87,8 +87,7 @@ def open_runtime(ctx: click.Context, *, migrate: bool = False, **overrides: Any)
 
     runtime = Runtime.open(settings_from_context(ctx, **overrides))
     runtime.db.check_connection()
-    state = runtime.db.migration_state()
-    if state.pending:
+    if not runtime.db.schema_current():
         if not migrate:
             raise CodewellError(
                 "the database schema is not current (migrations are pending)",

@@ -36,10 +36,10 @@ METRICS_HINT = (
 def check_database(runtime: Runtime) -> str | None:
     try:
         runtime.db.check_connection()
-        state = runtime.db.migration_state()
+        current = runtime.db.schema_current()
     except CodewellError as exc:
         return exc.message
-    if state.pending:
+    if not current:
         return "database migrations are pending: run `codewell db upgrade`"
     return None
 
