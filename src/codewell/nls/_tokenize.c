@@ -41,28 +41,50 @@
    call does not stop the process's other threads (a job worker's main thread handling SIGTERM, its exit): they
    touch no Python object and allocate with PyMem_Raw*, which needs no GIL. `released` is this thread's state while
    its call runs without the GIL; what needs the GIL inside such a stretch (word_token, raising an error,
-   decoding a line with non-ASCII whitespace) takes it back first. An error keeps it: the call ends holding it. */
+   decoding a line with non-ASCII whitespace) takes it back first (an error keeps it: the call ends holding it). */
 static _Thread_local PyThreadState *released;
 
 static void gil_release(void) { released = PyEval_SaveThread(); }
 
-/* Take the GIL back if this thread's call released it; whether it had (for gil_resume). */
-static int gil_hold(void) {
+/* Take the GIL back if this thread's call released it. */
+static void gil_hold(void) {
     PyThreadState *state = released;
-    if (state == NULL) return 0;
+    if (state == NULL) return;
     released = NULL;
     PyEval_RestoreThread(state);
-    return 1;
 }
 
-/* Release the GIL again after gil_hold() took it back for a moment (`was`: what gil_hold returned). */
-static void gil_resume(int was) {
-    if (was) gil_release();
+/* add_file and add_source over fewer bytes keep the GIL: ~6 ms of counting, about Python's own switch interval,
+   and no wait to take it back (up to that interval when another thread runs Python: a call per small file paid it
+   each time, 1.6-1.9x the counting's wall time beside a busy thread). Over more, the GIL that word_token's call
+   took back is let go again once RELEASE_BYTES more have been counted, not after each new word (`Pace`). */
+#define RELEASE_BYTES ((Py_ssize_t)1 << 20)
+
+typedef struct {
+    int on;          /* the call runs without the GIL */
+    Py_ssize_t held; /* bytes counted since it was taken back */
+} Pace;
+
+/* A call over `bytes` bytes: whether it lets the GIL go, and it does. */
+static Pace pace_start(Py_ssize_t bytes) {
+    Pace pace = {bytes >= RELEASE_BYTES, 0};
+    if (pace.on) gil_release();
+    return pace;
 }
 
-#define NO_MEMORY() ((void)gil_hold(), (void)PyErr_NoMemory())
-#define RAISE(exc, msg) ((void)gil_hold(), PyErr_SetString((exc), (msg)))
-#define RAISE_FORMAT(exc, ...) ((void)gil_hold(), (void)PyErr_Format((exc), __VA_ARGS__))
+/* `bytes` more counted (a document): the GIL let go again if it was taken back RELEASE_BYTES ago. */
+static void pace_step(Pace *pace, Py_ssize_t bytes) {
+    if (!pace->on || released != NULL) return;
+    pace->held += bytes;
+    if (pace->held >= RELEASE_BYTES) {
+        pace->held = 0;
+        gil_release();
+    }
+}
+
+#define NO_MEMORY() (gil_hold(), (void)PyErr_NoMemory())
+#define RAISE(exc, msg) (gil_hold(), PyErr_SetString((exc), (msg)))
+#define RAISE_FORMAT(exc, ...) (gil_hold(), (void)PyErr_Format((exc), __VA_ARGS__))
 
 /* Byte classes of identifiers, one table lookup per byte in the scanning loops (filled at module init). */
 enum { START = 1, PART = 2 };
@@ -362,7 +384,7 @@ static Py_ssize_t word_term(TermCounter *self, const uint8_t *s, Py_ssize_t n) {
     uint32_t h = hash_bytes(s, n);
     Py_ssize_t slot, e = table_find(&self->words, s, n, h, &slot);
     if (e >= 0) return self->words.values[e];
-    int was = gil_hold(); /* a new word: word_token is Python (an error keeps the GIL) */
+    gil_hold(); /* a new word: word_token is Python (the call lets the GIL go again later: pace_step) */
     PyObject *word = PyUnicode_DecodeASCII((const char *)s, n, NULL);
     if (word == NULL) return -2;
     PyObject *token = PyObject_CallOneArg(self->word_token, word);
@@ -384,7 +406,6 @@ static Py_ssize_t word_term(TermCounter *self, const uint8_t *s, Py_ssize_t n) {
         }
     }
     Py_DECREF(token);
-    gil_resume(was);
     /* word_token cannot call back into this counter (`busy`), so `slot` is still free */
     if (table_add(&self->words, s, n, h, slot, (int32_t)term) < 0) return -2;
     return term;
@@ -802,7 +823,7 @@ static int line_blank(const uint8_t *s, Py_ssize_t a, Py_ssize_t b) {
             return 0;
     }
     if (!high) return 1;
-    int was = gil_hold(); /* a Python str (rare: only whitespace and non-ASCII bytes) */
+    gil_hold(); /* a Python str (rare: only whitespace and non-ASCII bytes; the call lets the GIL go again later) */
     PyObject *text = PyUnicode_DecodeUTF8((const char *)s + a, b - a, "replace");
     if (text == NULL) return -1;
     int kind = PyUnicode_KIND(text), blank = 1;
@@ -810,7 +831,6 @@ static int line_blank(const uint8_t *s, Py_ssize_t a, Py_ssize_t b) {
     for (Py_ssize_t i = 0, n = PyUnicode_GET_LENGTH(text); blank && i < n; i++)
         blank = Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i));
     Py_DECREF(text);
-    gil_resume(was);
     return blank;
 }
 
@@ -1054,13 +1074,17 @@ static PyObject *add_file(TermCounter *self, PyObject *args) {
     const uint8_t *path_bytes = (const uint8_t *)PyBytes_AS_STRING(path); /* bytes: immutable, the call holds it */
     Py_ssize_t path_len = PyBytes_GET_SIZE(path);
     int failed = 0;
-    gil_release();
+    Py_ssize_t total = 0;
+    for (Py_ssize_t k = 0; k < n; k++) total += chunks[k].end - chunks[k].start;
+    Pace pace = pace_start(total);
     if (set_path(self, path_bytes, path_len) < 0) failed = 1;
     for (Py_ssize_t k = 0; !failed && k < n; k++) {
         const FileChunk *c = &chunks[k];
         if (begin_doc(self) < 0 || count_body(self, data.buf, c->start, c->end, comment_weight, path_weight) < 0 ||
             (symbol_weight && scan(self, c->names, 0, c->names_len, symbol_weight) < 0) || end_doc(self) < 0)
             failed = 1;
+        else
+            pace_step(&pace, c->end - c->start);
     }
     gil_hold();
     if (!failed) result = Py_NewRef(Py_None);
@@ -1085,10 +1109,10 @@ PyDoc_STRVAR(add_source_doc,
              "names. A file without lines has no chunk and counts nothing (not even its path). After an error\n"
              "nothing of the file stays counted.");
 
-/* add_source's chunking and counting, without the GIL (the caller releases it); -1 on error. */
+/* add_source's chunking and counting, without the GIL when the caller released it (`pace`); -1 on error. */
 static int chunk_and_count(TermCounter *self, const uint8_t *s, Py_ssize_t len, const Span *spans, Py_ssize_t n_spans,
                            const uint8_t *path, Py_ssize_t path_len, int comment_weight, int path_weight,
-                           int symbol_weight, Chunks *chunks) {
+                           int symbol_weight, Chunks *chunks, Pace *pace) {
     if (chunk_lines(s, len, spans, n_spans, &self->line_at, &self->line_cap, chunks) < 0) return -1;
     if (chunks->n && set_path(self, path, path_len) < 0) return -1;
     for (Py_ssize_t k = 0; k < chunks->n; k++) {
@@ -1102,6 +1126,7 @@ static int chunk_and_count(TermCounter *self, const uint8_t *s, Py_ssize_t len, 
                 if (scan_str(self, spans[i].name, symbol_weight) < 0) return -1;
         }
         if (end_doc(self) < 0) return -1;
+        pace_step(pace, chunk->end - chunk->start);
     }
     return 0;
 }
@@ -1126,9 +1151,9 @@ static PyObject *add_source(TermCounter *self, PyObject *args) {
         RAISE(PyExc_TypeError, "spans must be a sequence of (first line, last line, name)");
     }
     if (spans_seq == NULL || (n_spans = parse_spans(spans_seq, &spans)) < 0) goto done;
-    gil_release();
+    Pace pace = pace_start(data.len);
     int counted = chunk_and_count(self, data.buf, data.len, spans, n_spans, (const uint8_t *)PyBytes_AS_STRING(path),
-                                  PyBytes_GET_SIZE(path), comment_weight, path_weight, symbol_weight, &chunks);
+                                  PyBytes_GET_SIZE(path), comment_weight, path_weight, symbol_weight, &chunks, &pace);
     gil_hold();
     if (counted < 0) goto done;
     rows = PyBytes_FromStringAndSize(NULL, chunks.n * 5 * (Py_ssize_t)sizeof(int64_t));

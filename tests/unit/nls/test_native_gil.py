@@ -12,6 +12,8 @@ import threading
 import time
 from collections.abc import Callable
 
+import numpy as np
+
 from codewell.nls import _tokenize
 from codewell.nls.index import _word_token
 
@@ -64,18 +66,32 @@ def repeats_for(seconds_per_call: float, calls: int) -> int:
     return max(calls, min(20_000, int(TARGET_SECONDS / max(seconds_per_call, 1e-6) * calls)))
 
 
+def long_call(make: Callable[[int], Callable[[], object]], size: int) -> tuple[int, float]:
+    """The call `make(size)` run while a thread ticks (ticks_during), `size` doubled until it takes 0.2 s or more
+    (on a loaded machine the first, sizing call may have been slow): the ticks during that call and its duration."""
+    for _ in range(5):
+        ticks, elapsed = ticks_during(make(size))
+        if elapsed >= 0.2:
+            return ticks, elapsed
+        size *= 2
+    raise AssertionError(f"calls up to size {size // 2} took under 0.2 s: too short to tell")
+
+
 def test_add_file_lets_other_threads_run() -> None:
     data = source(4000)  # ~300 KB, one document per range; the ranges cover it again and again
     counter = _tokenize.TermCounter(_word_token)
     start = time.perf_counter()
     counter.add_file(data, [(0, len(data))] * 4, b"mm/slab.c", [b"kmalloc"] * 4, *WEIGHTS)
-    k = repeats_for(time.perf_counter() - start, 4)
-    ticks, elapsed = ticks_during(
-        lambda: counter.add_file(data, [(0, len(data))] * k, b"mm/slab.c", [b"kmalloc"] * k, *WEIGHTS)
-    )
-    assert elapsed >= 0.2, f"the call took {elapsed:.3f} s: too short to tell"
+    counted = [4]
+
+    def add(k: int) -> Callable[[], None]:
+        counted.append(k)
+        bounds, names = [(0, len(data))] * k, [b"kmalloc"] * k
+        return lambda: counter.add_file(data, bounds, b"mm/slab.c", names, *WEIGHTS)
+
+    ticks, elapsed = long_call(add, repeats_for(time.perf_counter() - start, 4))
     assert ticks >= 20, f"{ticks} ticks during a call of {elapsed:.3f} s: the call held the GIL"
-    assert counter.sizes()[0] == 4 + k  # and counted every document
+    assert counter.sizes()[0] == sum(counted)  # and counted every document
 
 
 def test_add_source_lets_other_threads_run() -> None:
@@ -83,10 +99,12 @@ def test_add_source_lets_other_threads_run() -> None:
     counter = _tokenize.TermCounter(_word_token)
     start = time.perf_counter()
     counter.add_source(sample, [], b"a.c", 0, 0, *WEIGHTS)
-    repeat = repeats_for(time.perf_counter() - start, 1)
-    data = sample * min(repeat, 150)  # one file of up to ~230 MB
-    ticks, elapsed = ticks_during(lambda: counter.add_source(data, [(1, 3, "alpha_beta")], b"b.c", 1, 0, *WEIGHTS))
-    assert elapsed >= 0.2, f"the call took {elapsed:.3f} s: too short to tell"
+
+    def add(repeat: int) -> Callable[[], object]:
+        data = sample * min(repeat, 150)  # one file of up to ~230 MB
+        return lambda: counter.add_source(data, [(1, 3, "alpha_beta")], b"b.c", 1, 0, *WEIGHTS)
+
+    ticks, elapsed = long_call(add, repeats_for(time.perf_counter() - start, 1))
     assert ticks >= 20, f"{ticks} ticks during a call of {elapsed:.3f} s: the call held the GIL"
 
 
@@ -108,7 +126,7 @@ def test_a_second_call_while_one_runs_is_refused() -> None:
     refused: list[str] = []
     worker.start()
     started.wait()
-    time.sleep(0.05)  # into the call (of ~TARGET_SECONDS)
+    time.sleep(0.02)  # into the call (of ~TARGET_SECONDS)
     while True:
         try:
             counter.finish_counting()
@@ -120,3 +138,37 @@ def test_a_second_call_while_one_runs_is_refused() -> None:
     assert refused, "finish_counting was never refused: the running call held the GIL or took no hold on the counter"
     assert "the counter is busy" in refused[0]
     assert counter.sizes()[0] == 4 + k
+
+
+def test_a_call_without_the_gil_counts_like_calls_with_it() -> None:
+    # One add_source over more than a MiB runs without the GIL, taking it back for each new word (word_token) and for
+    # lines of only non-ASCII whitespace, and letting it go again a MiB later: the same chunks, terms and counts as
+    # add_file over each of its chunks, small calls that keep the GIL.
+    rng = random.Random(11)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    lines = []
+    for n in range(30_000):
+        if n % 97 == 0:
+            lines.append("\u3000 \u00a0\n")  # blank for str.strip(): decoded with the GIL
+        else:
+            fresh = "".join(rng.choice(letters) for _ in range(9))  # a new word: a word_token call
+            lines.append(f"int {fresh}_{rng.choice(['alpha', 'beta'])}(void); // calls {fresh}Again\n")
+    data = "".join(lines).encode()
+    assert len(data) > 1 << 20
+    released, held = _tokenize.TermCounter(_word_token), _tokenize.TermCounter(_word_token)
+    rows, named = released.add_source(data, [], b"lib/big.c", 3, 0, *WEIGHTS)
+    chunks = _tokenize.chunk_file(data, [])
+    assert named == []
+    assert np.frombuffer(rows, np.int64).reshape(-1, 5).tolist() == [[3, *c[:4]] for c in chunks]
+    for _, _, start, end, _ in chunks:
+        assert end - start < 1 << 20
+        held.add_file(data, [(start, end)], b"lib/big.c", [b""], *WEIGHTS)
+    assert released.tokens() == held.tokens()
+    exported = []
+    for counter in (released, held):
+        docs, pairs, _, _ = counter.sizes()
+        doc_len, doc_pairs = np.empty(docs, np.int64), np.empty(docs, np.int64)
+        terms, counts = np.empty(pairs, np.int32), np.empty(pairs, np.int32)
+        counter.export(doc_len, doc_pairs, terms, counts)
+        exported.append([a.tolist() for a in (doc_len, doc_pairs, terms, counts)])
+    assert exported[0] == exported[1]
