@@ -85,8 +85,9 @@ def make_source(root: Path, files: int = 200) -> Path:
     return repo
 
 
-def prepare(data: Path, port: int, files: int = 200) -> tuple[str, list[str], Runtime]:
-    """Data dir with 20 repositories, one user and a token; returns (token, file paths, runtime)."""
+def prepare(data: Path, port: int, files: int = 200, repos: int = 20) -> tuple[str, list[tuple[str, str]], Runtime]:
+    """Data dir with `repos` repositories of the same `files` files, one user and a token; returns (token,
+    (repository, file path) pairs, runtime)."""
     settings = Settings.from_env({}, data_dir=data, database_url=f"sqlite:///{data}/codewell.db", port=port)
     runtime = Runtime.open(settings)
     runtime.db.upgrade()
@@ -94,12 +95,13 @@ def prepare(data: Path, port: int, files: int = 200) -> tuple[str, list[str], Ru
     # setup is not run here: the in-process baselines need the tools, not the background loops.
     runtime.capabilities = CAPABILITIES
     source = make_source(data.parent, files)
-    for n in range(20):
-        register_local_repo(runtime, source, f"bench/repo{n:02d}")
+    names = [f"bench/repo{n:02d}" for n in range(repos)]
+    for name in names:
+        register_local_repo(runtime, source, name)
     user = runtime.get(AccountService).create_user(INTERNAL, "bench", site_admin=True)
     token, _ = runtime.get(TokenService).create_token(INTERNAL, user.id, "bench", ("user:all",))
     paths = [str(p.relative_to(source)) for p in source.rglob("*.go")]
-    return token, paths, runtime
+    return token, [(name, path) for name in names for path in paths], runtime
 
 
 def timed(fn: Callable[[], Any], repeat: int) -> list[float]:
@@ -111,17 +113,18 @@ def timed(fn: Callable[[], Any], repeat: int) -> list[float]:
     return samples
 
 
-def direct_baselines(runtime: Runtime, files: list[str], repeat: int = 400) -> dict[str, Any]:
+def direct_baselines(runtime: Runtime, files: list[tuple[str, str]], repeat: int = 400) -> dict[str, Any]:
     service = runtime.get(RepoService)
     user = runtime.get(AccountService).get_by_username("bench")
     actor = runtime.get(AccountService).actor_for(user, via="access_token")
     rng = random.Random(1)
     caller = ToolCaller(runtime, ToolRegistry.create(runtime))
-    read = lambda: service.read_file(actor, "bench/repo00", rng.choice(files))  # noqa: E731
+    read = lambda: service.read_file(actor, *rng.choice(files))  # noqa: E731
     lst = lambda: service.list_repos(actor, "", 50)  # noqa: E731
 
     def read_tool():
-        return caller.call(Endpoint.CORE, actor, "read_file", {"repo": "bench/repo00", "path": rng.choice(files)})
+        repo, path = rng.choice(files)
+        return caller.call(Endpoint.CORE, actor, "read_file", {"repo": repo, "path": path})
 
     list_tool = lambda: caller.call(Endpoint.CORE, actor, "list_repos", {"query": ""})  # noqa: E731
     for fn in (read, lst, read_tool, list_tool):
@@ -132,7 +135,7 @@ def direct_baselines(runtime: Runtime, files: list[str], repeat: int = 400) -> d
     }
 
 
-def call_body(rng: random.Random, files: list[str], n: int) -> dict[str, Any]:
+def call_body(rng: random.Random, files: list[tuple[str, str]], n: int) -> dict[str, Any]:
     if n % 2:
         return {
             "jsonrpc": "2.0",
@@ -140,7 +143,8 @@ def call_body(rng: random.Random, files: list[str], n: int) -> dict[str, Any]:
             "method": "tools/call",
             "params": {"name": "list_repos", "arguments": {"query": "bench"}},
         }
-    args = {"repo": f"bench/repo{rng.randrange(20):02d}", "path": rng.choice(files)}
+    repo, path = rng.choice(files)
+    args = {"repo": repo, "path": path}
     return {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": "read_file", "arguments": args}}
 
 
@@ -172,7 +176,7 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
-async def sequential(url: str, token: str, files: list[str], calls: int, pids: list[int]) -> dict[str, Any]:
+async def sequential(url: str, token: str, files: list[tuple[str, str]], calls: int, pids: list[int]) -> dict[str, Any]:
     """One client, one request at a time; each MCP call is followed by an authenticated GET /healthz so both
     see the same machine conditions (the floor any authenticated request pays on this stack)."""
     rng = random.Random(2)
@@ -258,7 +262,9 @@ def raw_ok(status: int, body: bytes) -> bool:
     return False
 
 
-async def load(url: str, token: str, files: list[str], clients: int, seconds: float, pids: list[int]) -> dict[str, Any]:
+async def load(
+    url: str, token: str, files: list[tuple[str, str]], clients: int, seconds: float, pids: list[int]
+) -> dict[str, Any]:
     latencies: list[float] = []
     errors = 0
     deadline = time.perf_counter() + seconds
@@ -449,11 +455,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.smoke:
         args.seconds, args.clients = 2.0, 4
-    repeat, calls, files_made = (30, 20, 20) if args.smoke else (400, 400, 200)
+    # The smoke run indexes 2 small repositories, not 20: its server must settle before it measures anything.
+    repeat, calls, files_made, repos = (30, 20, 20, 2) if args.smoke else (400, 400, 200, 20)
     with tempfile.TemporaryDirectory(prefix="cw-mcp-bench-") as tmp:
         data = Path(tmp) / "data"
         port = free_port()
-        token, files, runtime = prepare(data, port, files_made)
+        token, files, runtime = prepare(data, port, files_made, repos)
         baselines = direct_baselines(runtime, files, repeat)
         runtime.close()
         log = Path(tmp) / "serve.log"
