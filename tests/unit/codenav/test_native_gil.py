@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from codewell.codenav import _lex
+from tests.gilcheck import ticks_during
 
 # How long the measured call is made to take (from a first, short call's speed): >= 0.2 s on any machine.
 TARGET_SECONDS = 0.4
@@ -64,33 +65,6 @@ def long_call(make: Callable[[bytes], Callable[[], object]]) -> tuple[int, float
             return ticks, elapsed, data
         functions *= 2
     raise AssertionError(f"calls up to {functions // 2} functions took under 0.2 s: too short to tell")
-
-
-def ticks_during(call: Callable[[], object]) -> tuple[int, float]:
-    """Run `call` in this thread while another thread ticks every half millisecond: the ticks counted while the
-    call ran, and its duration. A call that holds the GIL lets the ticker tick at most once or twice."""
-    ticks = 0
-    stop, started = threading.Event(), threading.Event()
-
-    def tick() -> None:
-        nonlocal ticks
-        started.set()
-        while not stop.is_set():
-            ticks += 1
-            time.sleep(0.0005)
-
-    ticker = threading.Thread(target=tick)
-    ticker.start()
-    started.wait()
-    try:
-        before = ticks
-        start = time.perf_counter()
-        call()
-        elapsed = time.perf_counter() - start
-        return ticks - before, elapsed
-    finally:
-        stop.set()
-        ticker.join()
 
 
 def new_index(path: Path) -> _lex.Writer:

@@ -16,6 +16,7 @@ import numpy as np
 
 from codewell.nls import _tokenize
 from codewell.nls.index import _word_token
+from tests.gilcheck import ticks_during
 
 WEIGHTS = (1, 2, 3)  # comment, path and symbol weights
 # How long the measured call is made to take (from a first, short call's speed): >= 0.2 s on any machine.
@@ -32,33 +33,6 @@ def source(lines: int, seed: int = 7) -> bytes:
         a, b, c, d = (rng.choice(words) for _ in range(4))
         out.append(f"static int {a}_{b}{c.title()}(int x) {{ return x + {d}; }} // {a} note\n")
     return "".join(out).encode()
-
-
-def ticks_during(call: Callable[[], object]) -> tuple[int, float]:
-    """Run `call` in this thread while another thread ticks every half millisecond: the ticks counted while the
-    call ran, and its duration. A call that holds the GIL lets the ticker tick at most once or twice."""
-    ticks = 0
-    stop, started = threading.Event(), threading.Event()
-
-    def tick() -> None:
-        nonlocal ticks
-        started.set()
-        while not stop.is_set():
-            ticks += 1
-            time.sleep(0.0005)
-
-    ticker = threading.Thread(target=tick)
-    ticker.start()
-    started.wait()
-    try:
-        before = ticks
-        start = time.perf_counter()
-        call()
-        elapsed = time.perf_counter() - start
-        return ticks - before, elapsed
-    finally:
-        stop.set()
-        ticker.join()
 
 
 def repeats_for(seconds_per_call: float, calls: int) -> int:
