@@ -32,3 +32,29 @@ def ticks_during(call: Callable[[], object]) -> tuple[int, float]:
     finally:
         stop.set()
         ticker.join()
+
+
+def refusals_while(call: Callable[[], object], other: Callable[[], object]) -> list[str]:
+    """Run `call` in another thread and, from this one, try `other` until it is accepted (the call has ended):
+    the RuntimeError messages of the tries refused while the call ran. A call that holds the GIL, or takes no hold
+    on its object, leaves none."""
+    started = threading.Event()
+
+    def run() -> None:
+        started.set()
+        call()
+
+    worker = threading.Thread(target=run)
+    refused: list[str] = []
+    worker.start()
+    started.wait()
+    time.sleep(0.02)  # into the call
+    while True:
+        try:
+            other()
+            break  # the call has ended
+        except RuntimeError as error:
+            refused.append(str(error))
+        time.sleep(0.001)
+    worker.join()
+    return refused

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from codewell.codenav import _lex
-from tests.gilcheck import ticks_during
+from tests.gilcheck import refusals_while, ticks_during
 
 # How long the measured call is made to take (from a first, short call's speed): >= 0.2 s on any machine.
 TARGET_SECONDS = 0.4
@@ -104,25 +103,7 @@ def test_a_second_call_while_a_scan_runs_is_refused(tmp_path: Path) -> None:
     data = c_source(sized_functions())
     writer = new_index(tmp_path / "index.sqlite")
     writer.begin()
-    started = threading.Event()
-
-    def scan() -> None:
-        started.set()
-        writer.scan(data, 1)
-
-    worker = threading.Thread(target=scan)
-    refused: list[str] = []
-    worker.start()
-    started.wait()
-    time.sleep(0.02)  # into the call (of ~TARGET_SECONDS)
-    while True:
-        try:
-            writer.commit()
-            break  # the scan has ended
-        except RuntimeError as error:
-            refused.append(str(error))
-        time.sleep(0.001)
-    worker.join()
+    refused = refusals_while(lambda: writer.scan(data, 1), writer.commit)
     writer.close()
     assert refused, "commit was never refused: the scan held the GIL or took no hold on the writer"
     assert "while another call of the writer runs" in refused[0]

@@ -8,7 +8,6 @@ Python thread must keep running during a long call, and the counter refuses a se
 from __future__ import annotations
 
 import random
-import threading
 import time
 from collections.abc import Callable
 
@@ -16,7 +15,7 @@ import numpy as np
 
 from codewell.nls import _tokenize
 from codewell.nls.index import _word_token
-from tests.gilcheck import ticks_during
+from tests.gilcheck import refusals_while, ticks_during
 
 WEIGHTS = (1, 2, 3)  # comment, path and symbol weights
 # How long the measured call is made to take (from a first, short call's speed): >= 0.2 s on any machine.
@@ -90,25 +89,9 @@ def test_a_second_call_while_one_runs_is_refused() -> None:
     start = time.perf_counter()
     counter.add_file(data, [(0, len(data))] * 4, b"p.c", [b""] * 4, *WEIGHTS)
     k = repeats_for(time.perf_counter() - start, 4)
-    started = threading.Event()
-
-    def count() -> None:
-        started.set()
-        counter.add_file(data, [(0, len(data))] * k, b"p.c", [b""] * k, *WEIGHTS)
-
-    worker = threading.Thread(target=count)
-    refused: list[str] = []
-    worker.start()
-    started.wait()
-    time.sleep(0.02)  # into the call (of ~TARGET_SECONDS)
-    while True:
-        try:
-            counter.finish_counting()
-            break  # the call has ended
-        except RuntimeError as error:
-            refused.append(str(error))
-        time.sleep(0.001)
-    worker.join()
+    refused = refusals_while(
+        lambda: counter.add_file(data, [(0, len(data))] * k, b"p.c", [b""] * k, *WEIGHTS), counter.finish_counting
+    )
     assert refused, "finish_counting was never refused: the running call held the GIL or took no hold on the counter"
     assert "the counter is busy" in refused[0]
     assert counter.sizes()[0] == 4 + k
