@@ -3,6 +3,7 @@ N+1), and a file view after the first is served from the highlight cache, well u
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,6 +13,7 @@ from typing import Any
 from sqlalchemy import event
 from starlette.testclient import TestClient
 
+from codewell.accounts.tokens import _TOUCH
 from codewell.core.actors import INTERNAL
 from codewell.runtime import Runtime
 from codewell.search.service import SearchService
@@ -22,11 +24,23 @@ from tests.gitfixtures import make_repo, register_local_repo
 Headers = dict[str, str]
 
 
+# Bookkeeping that runs on a clock, not per page: a token's last_used_at is written at most once a minute (on a
+# slow runner the large round starts more than a minute after the first request), and the usage-events writer
+# flushes from its own thread. Neither grows with the data, so neither is counted.
+BOOKKEEPING_THREADS = {"usage-events"}
+
+
+def _is_bookkeeping(statement: str) -> bool:
+    return statement.lstrip().upper().startswith("UPDATE ACCESS_TOKENS SET LAST_USED_AT")
+
+
 @contextmanager
 def counted(runtime: Runtime) -> Iterator[list[str]]:
     statements: list[str] = []
 
     def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if threading.current_thread().name in BOOKKEEPING_THREADS or _is_bookkeeping(statement):
+            return
         statements.append(statement)
 
     event.listen(runtime.db.engine, "before_cursor_execute", record)
@@ -57,6 +71,7 @@ def test_pages_issue_a_constant_number_of_sql_statements(client: TestClient, run
             found[url] = len(statements)
         return found
 
+    assert _is_bookkeeping(str(_TOUCH.compile(dialect=runtime.db.engine.dialect)))  # the filter knows the write
     _add_repos(runtime, tmp_path, 1, 3)
     small = costs()
     _add_repos(runtime, tmp_path, 4, 12)
