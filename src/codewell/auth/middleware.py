@@ -21,6 +21,7 @@ from codewell.core.actors import ANONYMOUS, Actor
 from codewell.core.errors import CodewellError, InvalidInput, PermissionDenied, Unauthenticated, Unavailable
 from codewell.http import ops, threads
 from codewell.http.errors import error_body, error_response
+from codewell.http.requests import DEFERRED_AUTHENTICATION
 from codewell.http.sessions import CSRF_HEADER, SESSION_COOKIE, same
 from codewell.runtime import Runtime
 
@@ -127,21 +128,32 @@ class AuthenticationMiddleware:
         use_header = not (
             path == ops.METRICS_PATH and ops.metrics_credential(self.runtime.settings, headers.get("authorization"))
         )
-        try:
-            # The hop every authenticated request pays: the lean one (codewell.http.threads), not anyio's.
-            actor, session = await threads.run_sync(self._resolve, auth, headers, client, path, use_header)
-        except CodewellError as exc:
-            challenge = auth.challenge_for(path)
-            await _error_response(scope, exc, challenge)(scope, receive, send)
-            return
         state = scope.setdefault("state", {})
-        state["actor"] = actor
-        state["session"] = session
-        denial = self._deny(auth, actor, session, scope, headers)
-        if denial is not None:
-            await denial(scope, receive, send)
+        if use_header and "authorization" in headers and auth.defers(path):
+            # The route (the MCP gate) runs this in the worker-thread hop it takes anyway: one hop, not two.
+            state[DEFERRED_AUTHENTICATION] = lambda: self._authenticate(auth, scope, headers, client, path, use_header)
+            await self.app(scope, receive, send)
+            return
+        # The hop every other authenticated request pays: the lean one (codewell.http.threads), not anyio's.
+        refusal = await threads.run_sync(self._authenticate, auth, scope, headers, client, path, use_header)
+        if refusal is not None:
+            await refusal(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+    def _authenticate(
+        self, auth: AuthService, scope: Scope, headers: dict[str, str], client: ClientInfo, path: str, use_header: bool
+    ) -> Response | None:
+        """Set the request's actor and session, or return the refusal (in a worker thread: it may read the
+        database)."""
+        try:
+            actor, session = self._resolve(auth, headers, client, path, use_header)
+        except CodewellError as exc:
+            return _error_response(scope, exc, auth.challenge_for(path))
+        state = scope["state"]
+        state["actor"] = actor
+        state["session"] = session
+        return self._deny(auth, actor, session, scope, headers)
 
     def _audit_failure(self, client: ClientInfo, reason: str) -> None:
         """An `auth.accessToken` / `failed` entry, as AuthService writes for a rejected header."""

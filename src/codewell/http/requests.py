@@ -2,21 +2,49 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Scope
 
 from codewell.core.actors import ANONYMOUS, Actor
 from codewell.core.errors import InvalidInput
 from codewell.http.bodies import json_object
 from codewell.runtime import Runtime
 
+# The scope state key under which the authentication middleware leaves a request's authentication to its route
+# (AuthService.add_deferred_path): a blocking call, run once in the route's worker thread.
+DEFERRED_AUTHENTICATION = "deferred_authentication"
+DeferredAuthentication = Callable[[], Response | None]
+
+
+class AuthenticationPending(RuntimeError):
+    """A route read the actor of a request whose authentication it was to run first (a bug, never ANONYMOUS)."""
+
 
 def actor_of(request: Request) -> Actor:
     """The authenticated actor set by the authentication middleware, or ANONYMOUS."""
     actor = getattr(request.state, "actor", None)
-    return actor if isinstance(actor, Actor) else ANONYMOUS
+    if isinstance(actor, Actor):
+        return actor
+    if DEFERRED_AUTHENTICATION in request.scope.get("state", ()):
+        raise AuthenticationPending("call authenticate_deferred (in a worker thread) before reading the actor")
+    return ANONYMOUS
+
+
+def authentication_pending(scope: Scope) -> bool:
+    """Whether the middleware left this request's authentication to its route (`authenticate_deferred`)."""
+    return DEFERRED_AUTHENTICATION in scope.get("state", ())
+
+
+def authenticate_deferred(scope: Scope) -> Response | None:
+    """Run the authentication the middleware left to this route, if it did (blocking: call it in the route's
+    worker thread): the refusal the middleware would have answered (401, 403, 503), or None with the actor set."""
+    state = scope.get("state")
+    deferred: DeferredAuthentication | None = state.pop(DEFERRED_AUTHENTICATION, None) if state else None
+    return deferred() if deferred is not None else None
 
 
 def runtime_of(request: Request) -> Runtime:

@@ -40,7 +40,7 @@ from codewell.core.tools import Endpoint
 from codewell.http import threads
 from codewell.http.bodies import BodyTooLarge, family_of, read_body
 from codewell.http.errors import error_body
-from codewell.http.requests import actor_of
+from codewell.http.requests import actor_of, authenticate_deferred, authentication_pending
 from codewell.licensing.service import MCP_FEATURE, LicensingService
 from codewell.mcp import envelope, fastpath
 from codewell.mcp.endpoints import (
@@ -143,20 +143,22 @@ class McpGate:
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
-        screened = self._screen(request)
-        if isinstance(screened, Response):
-            await screened(scope, receive, send)
-            return
-        endpoint, actor = screened
+        endpoint: Endpoint | None = None
+        if not authentication_pending(scope):
+            # The caller is known already (no header credential, or the middleware resolved it): the gate's
+            # refusals come before the body is read.
+            admitted = self._admit(request)
+            if isinstance(admitted, Response):
+                await admitted(scope, receive, send)
+                return
+            endpoint = admitted
         # What the request asks is read before the gate's decision but answered only after it (a refusal comes
-        # first, as it always did): the decision and a fast-path call then share one worker-thread hop.
+        # first, as it always did): the request's authentication (left to the gate by the middleware for a
+        # header credential), the decision and a fast-path call then share one worker-thread hop.
         asked = await self._read_message(request)
         fast = asked[0] if isinstance(asked, tuple) and fastpath.eligible_request(request, asked[0]) else None
-        token = _bearer_token(request) if actor.via == "oauth" else None
         try:
-            refused, answered = await threads.run_sync(
-                self._decide, actor, token, endpoint, fast, fastpath.client_of(request)
-            )
+            refused, answered, endpoint = await threads.run_sync(self._decide, request, endpoint, fast)
         except StorageUnavailable as fault:  # the gate's own reads (roles, the plan, OAuth tokens)
             await _fault_answer(fault)(scope, receive, send)
             return
@@ -174,6 +176,7 @@ class McpGate:
         if refusal is not None:
             await refusal(scope, receive, send)
             return
+        assert endpoint is not None  # admitted
         receive = _replay(body, receive)
         manager = StreamableHTTPSessionManager(
             self.servers[endpoint], stateless=True, max_request_body_size=MAX_BODY_BYTES
@@ -197,8 +200,9 @@ class McpGate:
             return message
         return message, body
 
-    def _screen(self, request: Request) -> Response | tuple[Endpoint, Actor]:
-        """The gate's checks that read nothing (the config in memory, the headers): its answer, or who asks where."""
+    def _admit(self, request: Request) -> Response | Endpoint:
+        """The gate's checks that read nothing (the config in memory, the headers, the authenticated caller): its
+        answer, or where the caller asks."""
         runtime = self.runtime
         if not runtime.config.mcp_enabled:
             return PlainTextResponse("no route", status_code=404)
@@ -219,22 +223,33 @@ class McpGate:
                 "send an access token (Authorization: token <token>) or sign in with OAuth (scope mcp)",
                 **{"WWW-Authenticate": challenge(runtime, endpoint)},
             )
-        return endpoint, actor
+        return endpoint
 
     def _decide(
-        self, actor: Actor, token: str | None, endpoint: Endpoint, fast: dict[str, Any] | None, client: str
-    ) -> tuple[Response | None, Response | None]:
-        """(the gate's refusal, None), else (None, the fast path's answer to `fast`, or None without one): the
-        checks that may touch the database and the tool call in one worker-thread hop, since each hop costs
-        ~0.05 ms of CPU and, on a loaded machine, a wake-up of its own. Raises StorageUnavailable when the
-        gate's reads meet a storage fault; the tool call's fault is answered here (with the message's id)."""
+        self, request: Request, endpoint: Endpoint | None, fast: dict[str, Any] | None
+    ) -> tuple[Response | None, Response | None, Endpoint | None]:
+        """(the gate's refusal, None, _), else (None, the fast path's answer to `fast` or None without one, the
+        endpoint): the request's authentication when it was left to the gate (`endpoint` is None then), the checks
+        that may touch the database and the tool call in one worker-thread hop, since each hop costs ~0.05 ms of
+        CPU and, on a loaded machine, a wake-up of its own (and two threads handing the GIL to each other). Raises
+        StorageUnavailable when the gate's reads meet a storage fault; the tool call's fault is answered here
+        (with the message's id)."""
+        if endpoint is None:
+            refused = authenticate_deferred(request.scope)
+            admitted = refused if refused is not None else self._admit(request)
+            if isinstance(admitted, Response):
+                return admitted, None, None
+            endpoint = admitted
+        actor = actor_of(request)
+        token = _bearer_token(request) if actor.via == "oauth" else None
         refused = self._refusal(actor, token, endpoint)
         if refused is not None or fast is None:
-            return refused, None
+            return refused, None, endpoint
         try:
-            return None, fastpath.answer_now(self.runtime, self.caller, endpoint, actor, client, fast)
+            client = fastpath.client_of(request)
+            return None, fastpath.answer_now(self.runtime, self.caller, endpoint, actor, client, fast), endpoint
         except StorageUnavailable as fault:
-            return None, _fault_answer(fault, fast.get("id"))
+            return None, _fault_answer(fault, fast.get("id")), endpoint
 
     def _refusal(self, actor: Actor, token: str | None, endpoint: Endpoint) -> Response | None:
         """The gate's answer to an authenticated caller it turns away, else None (in a worker thread)."""

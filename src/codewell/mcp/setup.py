@@ -8,10 +8,13 @@ from codewell.runtime import Runtime
 
 
 def setup(runtime: Runtime) -> None:
-    """Let anonymous requests reach the MCP endpoints (which answer with the OAuth challenge), and refuse a
-    rejected credential (unknown, expired or revoked token) there with the same challenge (idempotent)."""
+    """Let anonymous requests reach the MCP endpoints (which answer with the OAuth challenge), let the gate run
+    their authentication in its own worker-thread hop, and refuse a rejected credential (unknown, expired or
+    revoked token) there with the same challenge (idempotent)."""
     auth = runtime.get(AuthService)
     auth.add_anonymous_path("/.api/mcp")
+    # The gate authenticates a header credential in the worker-thread hop of its own decision and tool call.
+    auth.add_deferred_path("/.api/mcp")
 
     def mcp_challenge(path: str) -> str | None:
         endpoint = endpoint_for_path(path)
