@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 from urllib.parse import quote
 
+import requests
+
 from codewell.config.codehosts import CodeHostConnection
 from codewell.hostapi.hosts import (
     GITLAB_REPORTER,
@@ -71,9 +73,11 @@ class UserRepos:
 class HostClient(ABC):
     API: ClassVar[type[HostAPI]]
 
-    def __init__(self, connection: CodeHostConnection, token: str) -> None:
+    def __init__(self, connection: CodeHostConnection, token: str, session: requests.Session | None = None) -> None:
         self.connection = connection
         self.token = token
+        # The pooled session of the connection (CodeHostService's), else each conversation opens its own.
+        self.session = session
         self.http = self.connect(token)
 
     @property
@@ -87,8 +91,8 @@ class HostClient(ABC):
     def connect(self, token: str, *, basic_user: str | None = None) -> HostHTTP:
         """An HTTP conversation with the API authenticated by `token` (bearer unless the kind uses basic)."""
         if basic_user is not None:
-            return self.API.connect(self.connection.url, basic=(basic_user, token))
-        return self.API.connect(self.connection.url, bearer=token)
+            return self.API.connect(self.connection.url, basic=(basic_user, token), session=self.session)
+        return self.API.connect(self.connection.url, bearer=token, session=self.session)
 
     def git_secret(self) -> str:
         """`user:token` for git over https (sent as an http.extraHeader, never in a URL)."""
@@ -291,7 +295,7 @@ class BitbucketServerClient(HostClient):
     API = BitbucketServerAPI
 
     def connect(self, token: str, *, basic_user: str | None = None) -> HostHTTP:
-        return self.API.connect(self.connection.url, bearer=token)
+        return self.API.connect(self.connection.url, bearer=token, session=self.session)
 
     @staticmethod
     def repo_of(entry: dict[str, Any]) -> HostRepo:
@@ -343,7 +347,8 @@ class GerritClient(HostClient):
     API = GerritAPI
 
     def connect(self, token: str, *, basic_user: str | None = None) -> HostHTTP:
-        return self.API.connect(self.connection.url, basic=(basic_user or self.connection.username or "", token))
+        basic = (basic_user or self.connection.username or "", token)
+        return self.API.connect(self.connection.url, basic=basic, session=self.session)
 
     def repo_of(self, name: str, entry: dict[str, Any]) -> HostRepo:
         return HostRepo(
@@ -381,5 +386,10 @@ CLIENTS: dict[str, type[HostClient]] = {
 }
 
 
-def client_for(connection: CodeHostConnection, token: str) -> HostClient:
-    return CLIENTS[connection.kind](connection, token)
+def client_for(connection: CodeHostConnection, token: str, session: requests.Session | None = None) -> HostClient:
+    return CLIENTS[connection.kind](connection, token, session)
+
+
+def api_base(connection: CodeHostConnection) -> str:
+    """The base URL of the connection's API (what its clients' sessions are pooled for)."""
+    return CLIENTS[connection.kind].API.base(connection.url)

@@ -294,10 +294,12 @@ class ConnectionService:
         client = client_for(connection, token)
         try:
             checks.extend(_identity(client))
+            checks.append(_repositories(client))
         except HostError as exc:
             checks.append(Check("token accepted", False, f"{exc.message}: check the token and the URL {client.api}"))
             return probe
-        checks.append(_repositories(client))
+        finally:
+            client.http.close()  # a one-off conversation: its sockets go now, not with the garbage collector
         if not connection.authorization:
             checks.append(Check("permission sync", None, "off: authorization is false (only site admins and grants)"))
         elif self.hosts.permissions_enabled(connection):

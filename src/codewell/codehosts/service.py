@@ -41,7 +41,7 @@ from sqlalchemy.orm import Session
 from codewell.accounts.audit import AuditService
 from codewell.auth.service import AuthService, Identity, LinkedIdentity
 from codewell.authz import Action, UserRef, ensure
-from codewell.codehosts.clients import HostClient, HostRepo, client_for
+from codewell.codehosts.clients import HostClient, HostRepo, api_base, client_for
 from codewell.codehosts.metrics import WEBHOOKS
 from codewell.codehosts.models import CodeHostRepoRow, ConnectionStateRow, UserSyncRow
 from codewell.codehosts.webhooks import ADDRESSES, HOSTS, Delivery, Event, HostHooks, RepoKeys, payload, unverified
@@ -215,19 +215,28 @@ class CodeHostService:
         repositories fall back to site admins and explicit grants: the gate fails closed."""
         return connection.authorization and self.runtime.get(LicensingService).has_feature(PERMISSION_SYNC_FEATURE)
 
-    def _session(self, shell: HostClient) -> requests.Session:
+    def _session(self, connection: CodeHostConnection) -> requests.Session:
+        """The connection's pooled session: every conversation with its API reuses its connections, and `close`
+        closes them (a session per call left its sockets to the garbage collector)."""
         with self._guard:
-            session = self._sessions.get(shell.connection.id)
+            session = self._sessions.get(connection.id)
             if session is None:
-                session = self._sessions[shell.connection.id] = new_session(shell.api)
+                session = self._sessions[connection.id] = new_session(api_base(connection))
             return session
+
+    def close(self) -> None:
+        """Close the pooled sessions' connections (Runtime.close)."""
+        with self._guard:
+            sessions, self._sessions = list(self._sessions.values()), {}
+        for session in sessions:
+            session.close()
 
     def _lock(self, key: str) -> threading.Lock:
         with self._guard:
             return self._locks.setdefault(key, threading.Lock())
 
     def _client(self, connection: CodeHostConnection) -> HostClient:
-        client = client_for(connection, read_token(connection))
+        client = client_for(connection, read_token(connection), self._session(connection))
         client.http.use_etags(self._etags.setdefault(f"{connection.id}\n", {}))
         return client
 
@@ -238,7 +247,7 @@ class CodeHostService:
         for connection in self.connections():
             if repo.source == connection.source and name == git_env_name(connection):
                 try:
-                    return client_for(connection, read_token(connection)).git_secret()
+                    return client_for(connection, read_token(connection), self._session(connection)).git_secret()
                 except HostError as exc:
                     raise GitCommandError(f"code host connection {connection.id}: {exc.message}") from None
         return None
@@ -600,7 +609,8 @@ class CodeHostService:
         else:
             wanted = sorted(set(user_ids))
         names = {row.external_id: row.repo_name for row in self._private_rows(connection)}
-        shell = client_for(connection, "-")  # the user's own token goes in per request (_user_http)
+        # The user's own token goes in per request (_user_http).
+        shell = client_for(connection, "-", self._session(connection))
         outcomes = self._run(lambda uid: self._sync_user(shell, uid, by_user.get(uid, []), names), wanted, None)
         self._record_users(connection, [o for o in outcomes if o is not None])
         return sum(1 for o in outcomes if o is not None and o.count is not None)
@@ -639,7 +649,9 @@ class CodeHostService:
         if shell.kind == "gerrit":
             http = shell.connect(str(token.get("password", "")), basic_user=str(token.get("username", "")))
         else:
-            http = HostHTTP(shell.api, bearer=str(token.get("access_token", "")), session=self._session(shell))
+            http = HostHTTP(
+                shell.api, bearer=str(token.get("access_token", "")), session=self._session(shell.connection)
+            )
         return http.use_etags(self._etags.setdefault(f"{shell.connection.id}\n{identity.id}", {}))
 
     def _record_users(self, connection: CodeHostConnection, outcomes: list[_UserOutcome]) -> None:

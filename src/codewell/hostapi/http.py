@@ -129,6 +129,7 @@ class HostHTTP:
         self._etags: dict[str, _Cached] = etags if etags is not None else {}
         self._lock = threading.Lock()
         self._session = session or new_session(base)
+        self._owns_session = session is None
         self._headers = {"User-Agent": "codewell", "Accept": "application/json"}
         if bearer is not None:
             self._headers["Authorization"] = f"Bearer {bearer}"
@@ -137,6 +138,11 @@ class HostHTTP:
             self._headers["Authorization"] = "Basic " + base64.b64encode(raw).decode()
         if header is not None:
             self._headers[header[0]] = header[1]
+
+    def close(self) -> None:
+        """Close the connections of a session this conversation opened itself (a shared one is its owner's)."""
+        if self._owns_session:
+            self._session.close()
 
     def use_etags(self, store: dict[str, Any]) -> HostHTTP:
         """Remember ETags in `store` (shared across syncs of the same token owner)."""
