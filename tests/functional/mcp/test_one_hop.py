@@ -3,7 +3,7 @@ middleware leaves its authentication to the gate), with the same answers and ref
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import anyio.to_thread
@@ -24,7 +24,7 @@ LIST_REPOS = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"nam
 
 
 @pytest.fixture
-def hops(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+def hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The worker-thread hops taken while the test runs: the lean pool's and anyio's (Starlette's)."""
     taken: list[str] = []
     pool_submit = threads._POOL.submit
@@ -40,7 +40,7 @@ def hops(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
     monkeypatch.setattr(threads._POOL, "submit", submit)
     monkeypatch.setattr(anyio.to_thread, "run_sync", run_sync)
-    yield taken
+    return taken
 
 
 def test_a_tool_call_with_a_token_takes_one_hop_and_other_routes_still_authenticate(
