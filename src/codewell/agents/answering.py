@@ -27,15 +27,45 @@ from codewell.repos.service import ResolvedRevision
 if TYPE_CHECKING:
     from codewell.runtime import Runtime
 
-__all__ = ["Purpose", "answer", "endpoint_for", "model_configured"]
+__all__ = ["ModelClients", "Purpose", "answer", "endpoint_for", "model_configured"]
 
 log = logging.getLogger(__name__)
 
 Purpose = Literal["code_finder", "deepsearch"]
 
-# Built clients, per configured endpoint and key (a changed key or config builds a new one).
-_models: dict[tuple[ModelEndpoint, str | None], ChatModel] = {}
-_models_lock = threading.Lock()
+
+class ModelClients:
+    """The runtime's built model clients, per configured endpoint and key (a changed key or config builds a new
+    one), each keeping its HTTP connections to the provider for the next call.
+
+    Owned by the runtime, which closes them with `close` (Runtime.close): a module-level cache outlived every
+    runtime and held one open socket per endpoint ever configured in the process."""
+
+    def __init__(self) -> None:
+        self._models: dict[tuple[ModelEndpoint, str | None], ChatModel] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def create(cls, runtime: Runtime) -> ModelClients:
+        return cls()
+
+    def get(self, endpoint: ModelEndpoint) -> ChatModel:
+        key = os.environ.get(endpoint.api_key_env) if endpoint.api_key_env else None
+        with self._lock:
+            model = self._models.get((endpoint, key))
+            if model is None:
+                model = build_model(endpoint)
+                self._models[(endpoint, key)] = model
+            return model
+
+    def close(self) -> None:
+        """Close every client's connections. Safe to call again."""
+        with self._lock:
+            models, self._models = list(self._models.values()), {}
+        for model in models:
+            closer = getattr(model, "close", None)
+            if callable(closer):
+                closer()
 
 
 def endpoint_for(models: ModelsConfig, purpose: Purpose) -> ModelEndpoint | None:
@@ -47,16 +77,6 @@ def endpoint_for(models: ModelsConfig, purpose: Purpose) -> ModelEndpoint | None
 
 def model_configured(runtime: Runtime, purpose: Purpose) -> bool:
     return endpoint_for(runtime.config.models, purpose) is not None
-
-
-def _model(endpoint: ModelEndpoint) -> ChatModel:
-    key = os.environ.get(endpoint.api_key_env) if endpoint.api_key_env else None
-    with _models_lock:
-        model = _models.get((endpoint, key))
-        if model is None:
-            model = build_model(endpoint)
-            _models[(endpoint, key)] = model
-        return model
 
 
 def answer(
@@ -87,7 +107,7 @@ def answer(
         max_output_tokens=endpoint.max_output_tokens,
     )
     try:
-        model = _model(endpoint)
+        model = runtime.get(ModelClients).get(endpoint)
         return run_loop(runtime, actor, model, question, scope=scope, history=history, budget=budget, deadline=deadline)
     except (ModelUnavailable, LoopFailed) as exc:
         why = exc.message

@@ -211,6 +211,10 @@ class OpenAICompatibleModel(_Base):
             api_key=key, base_url=endpoint.base_url, timeout=endpoint.timeout_seconds, max_retries=0
         )
 
+    def close(self) -> None:
+        """Close the SDK client's pooled connections to the provider (answering.ModelClients.close)."""
+        self._client.close()
+
     def complete(
         self, messages: Sequence[Message], tools: Sequence[ToolSchema], *, deadline: float | None = None
     ) -> ModelReply:
@@ -274,6 +278,10 @@ class AnthropicModel(_Base):
         self._client = anthropic.Anthropic(
             api_key=key, base_url=endpoint.base_url, timeout=endpoint.timeout_seconds, max_retries=0
         )
+
+    def close(self) -> None:
+        """Close the SDK client's pooled connections to the provider (answering.ModelClients.close)."""
+        self._client.close()
 
     def complete(
         self, messages: Sequence[Message], tools: Sequence[ToolSchema], *, deadline: float | None = None
