@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import threading
 import time
 from pathlib import Path
@@ -386,3 +388,38 @@ def test_scope_and_follow_up_history_reach_the_model(world: World) -> None:
         {"role": "assistant", "content": [{"type": "text", "text": "In a dict passed to purgeExpiredSessions."}]},
         {"role": "user", "content": "And when are they purged?"},
     ]
+
+
+def _sockets() -> int:
+    """Open socket descriptors of this process."""
+    found = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            found += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+    return found
+
+
+@pytest.mark.parametrize("provider", sorted(FAKES))
+def test_the_runtime_closes_the_model_clients_it_built(world: World, provider: str) -> None:
+    # The clients keep their connections to the provider for the next answer; closing the runtime closes them
+    # (a module-level cache kept one socket per endpoint ever configured, for the life of the process).
+    with FAKES[provider]([Turn(text="one"), Turn(text="two")], api_key=KEY) as fake:
+        configure(world, fake)
+        clients = world.runtime.get(answering.ModelClients)
+        before = _sockets()
+        for question in ("first?", "second?"):
+            got = answering.answer(world.runtime, world.alice, question, purpose="deepsearch", scope=None)
+            assert got.text.startswith(("one", "two")), got.text
+        assert len(fake.requests) == 2
+        endpoint = world.runtime.config.models.default
+        assert endpoint is not None
+        model = clients.get(endpoint)
+        assert clients.get(endpoint) is model  # built once
+        kept = _sockets()
+        assert kept > before  # the kept-alive connection (both its ends: the fake provider runs in this process)
+        world.runtime.close()
+        assert model._client.is_closed()  # type: ignore[attr-defined]
+        deadline = time.monotonic() + 5
+        while _sockets() > before and time.monotonic() < deadline:
+            time.sleep(0.05)  # the fake provider's end closes once it reads the client's close
+        assert _sockets() == before, (before, kept, _sockets())
