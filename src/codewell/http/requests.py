@@ -24,19 +24,19 @@ class AuthenticationPending(RuntimeError):
     """A route read the actor of a request whose authentication it was to run first (a bug, never ANONYMOUS)."""
 
 
+def authentication_pending(scope: Scope) -> bool:
+    """Whether the middleware left this request's authentication to its route (`authenticate_deferred`)."""
+    return DEFERRED_AUTHENTICATION in scope.get("state", ())
+
+
 def actor_of(request: Request) -> Actor:
     """The authenticated actor set by the authentication middleware, or ANONYMOUS."""
     actor = getattr(request.state, "actor", None)
     if isinstance(actor, Actor):
         return actor
-    if DEFERRED_AUTHENTICATION in request.scope.get("state", ()):
+    if authentication_pending(request.scope):
         raise AuthenticationPending("call authenticate_deferred (in a worker thread) before reading the actor")
     return ANONYMOUS
-
-
-def authentication_pending(scope: Scope) -> bool:
-    """Whether the middleware left this request's authentication to its route (`authenticate_deferred`)."""
-    return DEFERRED_AUTHENTICATION in scope.get("state", ())
 
 
 def authenticate_deferred(scope: Scope) -> Response | None:
